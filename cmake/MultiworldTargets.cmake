@@ -1,0 +1,16 @@
+# mw_target_defaults(<target>): warnings and sanitizer flags shared by every project target.
+function(mw_target_defaults target)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  set_target_properties(${target} PROPERTIES CXX_EXTENSIONS OFF)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(MW_SANITIZE STREQUAL "address")
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  elseif(MW_SANITIZE STREQUAL "thread")
+    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=thread)
+  elseif(NOT MW_SANITIZE STREQUAL "")
+    message(FATAL_ERROR "MW_SANITIZE must be '', 'address' or 'thread', not '${MW_SANITIZE}'")
+  endif()
+endfunction()

@@ -1,0 +1,9 @@
+// The whole public API of libmultiworld.
+#pragma once
+
+#include "multiworld/communicator.h"
+#include "multiworld/status.h"
+#include "multiworld/store.h"
+#include "multiworld/tensor.h"
+#include "multiworld/work.h"
+#include "multiworld/world_manager.h"

@@ -1,0 +1,135 @@
+// Store: the key-value rendezvous of a world, and its membership (liveness) links.
+//
+// By default rank 0 of each world hosts that world's StoreServer, so a world's rendezvous shares
+// that world's fate and no other. Every blocking call takes a Deadline. Wire input is untrusted:
+// frames are length-checked against a bound, malformed frames close the offending connection, and
+// an optional shared token must be presented before anything else is served.
+//
+// Wire format (all integers little-endian): a frame is `u32 length` followed by `length` payload
+// bytes; the payload starts with a `u8` message type. Strings are `u32 length` + bytes. See
+// docs/store-protocol.md.
+//
+// Membership: a member of the world opens a MemberLink to the server. The server pings every link
+// every heartbeat_timeout/10 and expects a heartbeat from each member at least every
+// heartbeat_timeout. When a member's link closes (process death) or goes silent, or a member reports
+// that the world broke, the server sends a MemberNotice to every other member link and records the
+// key "mw/broken". A member that stops hearing from the server for heartbeat_timeout treats the
+// store (rank 0) as lost.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "multiworld/status.h"
+
+namespace mw {
+
+struct StoreAddress {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  // "host:port".
+  std::string str() const;
+};
+
+// Parses "host:port" (host may be a name or IPv4 address; port 1..65535). kInvalidArgument naming
+// the problem otherwise.
+Result<StoreAddress> parseStoreAddress(const std::string& text);
+
+inline constexpr size_t kDefaultMaxFrameBytes = 16u << 20;  // 16 MiB
+
+struct StoreServerOptions {
+  std::string host = "127.0.0.1";   // address to bind
+  uint16_t port = 0;                // 0 picks a free port (see StoreServer::port())
+  std::string token;                // when non-empty every client must present it first
+  size_t max_frame_bytes = kDefaultMaxFrameBytes;  // larger frames are refused, connection closed
+  size_t max_connections = 4096;
+  // Membership of the world this store hosts. world_size 0 disables MemberLinks.
+  std::string world_name;
+  int world_size = 0;
+  std::chrono::milliseconds heartbeat_timeout{1000};  // >= 10 ms
+};
+
+// A TCP key-value server with one event-loop thread owned by the object.
+// Thread rules: start/port/stop/destructor may be called from any thread; stop is idempotent.
+class StoreServer {
+ public:
+  // Binds, listens and starts the server thread. Returns kInvalidArgument for bad options and
+  // kIoError when the address cannot be bound (the message names the address and errno).
+  static Result<std::unique_ptr<StoreServer>> start(const StoreServerOptions& options);
+  virtual ~StoreServer() = default;
+
+  // The bound port (the chosen one when options.port was 0).
+  virtual uint16_t port() const = 0;
+  // Stops the thread and closes every socket. Blocks until the thread has joined.
+  virtual void stop() = 0;
+};
+
+// A blocking key-value client. Thread rules: any thread; calls are serialized by an internal mutex.
+// After a kTimeout or kIoError the connection is closed and every later call returns kIoError.
+class StoreClient {
+ public:
+  // Connects (retrying refused connections until `deadline`) and presents `token`.
+  // kTimeout when the server could not be reached in time, kPermissionDenied for a wrong token.
+  static Result<std::unique_ptr<StoreClient>> connect(const StoreAddress& address,
+                                                      const std::string& token, Deadline deadline);
+  virtual ~StoreClient() = default;
+
+  virtual Status set(const std::string& key, const std::string& value, Deadline deadline) = 0;
+  // Waits until `key` exists, then returns its value. kTimeout at the deadline.
+  virtual Result<std::string> get(const std::string& key, Deadline deadline) = 0;
+  // Waits until every key exists. kTimeout at the deadline.
+  virtual Status wait(const std::vector<std::string>& keys, Deadline deadline) = 0;
+  // True when every key exists now (does not wait for them).
+  virtual Result<bool> check(const std::vector<std::string>& keys, Deadline deadline) = 0;
+  // Adds `delta` to the integer stored at `key` (absent counts as 0) and returns the new value.
+  // kInvalidUsage when the stored value is not a decimal integer.
+  virtual Result<int64_t> add(const std::string& key, int64_t delta, Deadline deadline) = 0;
+  // Sets `key` to `desired` when its value equals `expected` (`expected_absent` means the key must
+  // not exist) and returns the value after the call.
+  virtual Result<std::string> compareSet(const std::string& key, bool expected_absent,
+                                         const std::string& expected, const std::string& desired,
+                                         Deadline deadline) = 0;
+  // Deletes `key`; returns whether it existed.
+  virtual Result<bool> remove(const std::string& key, Deadline deadline) = 0;
+};
+
+// What a server tells a member about another member.
+struct MemberNotice {
+  int rank = -1;      // the member concerned
+  Cause cause = Cause::kNone;  // kPeerDied, kPeerSilent or kRemoteBroken
+  std::string detail;
+};
+
+// A member's liveness link to its world's store. Non-blocking after join; designed to be driven by
+// one watchdog thread that polls fd(). Thread rules: one thread at a time.
+class MemberLink {
+ public:
+  // Connects (retrying refused connections until `deadline`), presents `token`, and joins world
+  // `world` of `size` members as `rank`. The server refuses, with kInvalidArgument naming both
+  // values, a different world name or size, a rank outside [0, size), or a rank already joined.
+  static Result<std::unique_ptr<MemberLink>> join(const StoreAddress& address,
+                                                  const std::string& token,
+                                                  const std::string& world, int size, int rank,
+                                                  Deadline deadline);
+  virtual ~MemberLink() = default;
+
+  // The socket to poll for POLLIN.
+  virtual int fd() const = 0;
+  // How often the member should heartbeat, and the silence after which each side gives up.
+  virtual std::chrono::milliseconds heartbeatInterval() const = 0;
+  virtual std::chrono::milliseconds heartbeatTimeout() const = 0;
+  // Sends one heartbeat without blocking. kIoError when the link is closed.
+  virtual Status sendHeartbeat() = 0;
+  // Tells the server that this member saw the world break. Best effort, never blocks.
+  virtual Status reportBroken(Cause cause, const std::string& detail) = 0;
+  // Reads what has arrived without blocking and returns the notices in it. Returns kIoError once
+  // the server closed the link (rank 0 died or stopped the store) or sent a malformed frame.
+  virtual Result<std::vector<MemberNotice>> readNotices() = 0;
+  // Monotonic time of the last frame received from the server (join counts).
+  virtual Clock::time_point lastHeard() const = 0;
+};
+
+}  // namespace mw

@@ -1,0 +1,59 @@
+// Work: the handle of one asynchronous world operation.
+//
+// Every operation of the Communicator returns a Work at once; its result arrives later. A Work
+// completes exactly once, with OK or with the error that ended the operation: kWorldBroken (with
+// BrokenInfo) when its world failed, kAborted when the world was removed, kInvalidArgument for
+// arguments rejected before anything was sent. Waiting never blocks past the caller's deadline.
+//
+// Thread rules: a Work is a cheap shared handle; copies may be waited on from any thread.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "multiworld/status.h"
+
+namespace mw {
+
+namespace detail {
+struct WorkState;
+}
+
+class Work {
+ public:
+  // An empty handle; wait() and status() return kInvalidUsage.
+  Work() = default;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+  // A Work that is already complete with `status` (used for arguments rejected up front).
+  static Work done(const std::string& world, Status status);
+
+  // Blocks until the operation completes or `deadline` passes. Returns the operation's status, or
+  // kTimeout when the deadline passed first (the operation goes on; wait again or let its world's
+  // operation deadline end it).
+  Status wait(Deadline deadline = Deadline::max()) const;
+
+  // True once the operation has completed (successfully or not). Never blocks.
+  bool test() const;
+
+  // The final status once complete; kInvalidUsage ("not complete") before.
+  Status status() const;
+
+  // The world the operation belongs to ("" for an empty handle).
+  const std::string& world() const;
+
+  bool valid() const { return state_ != nullptr; }
+  const std::shared_ptr<detail::WorkState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+// Waits until at least one of `works` has completed and returns the index of one that has (the
+// lowest index among those complete when the call returns). A leader uses it to take whichever
+// world has data next. Returns kInvalidArgument for an empty span or an empty handle, kTimeout when
+// `deadline` passes first. Thread rules: any thread; the works may belong to different worlds.
+Result<size_t> waitAny(std::span<const Work> works, Deadline deadline = Deadline::max());
+
+}  // namespace mw

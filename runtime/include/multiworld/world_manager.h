@@ -1,0 +1,122 @@
+// WorldManager: the worlds one process belongs to.
+//
+// A world is an independent communicator group with its own ranks, backend, store and fate. Its
+// state goes joining -> healthy -> broken -> removed (or joining -> removed when initialization
+// fails). A world breaks when a member dies (its store connection closes), goes silent longer than
+// the heartbeat timeout, an operation passes its deadline, or the backend reports an error; then
+// every pending operation of that world fails with kWorldBroken and subscribers get an event. No
+// other world of the process changes state.
+//
+// Thread rules: every method may be called from any thread. The manager owns one watchdog thread
+// and, per world, the threads of its backend and (at the store host) its store server.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "multiworld/status.h"
+#include "multiworld/store.h"
+#include "multiworld/work.h"
+
+namespace mw {
+
+enum class BackendKind : uint8_t { kGloo = 0 };
+// "gloo".
+const char* backendName(BackendKind b);
+
+enum class WorldState : uint8_t { kJoining = 0, kHealthy = 1, kBroken = 2, kRemoved = 3 };
+// "joining", "healthy", "broken", "removed".
+const char* worldStateName(WorldState s);
+
+struct WorldOptions {
+  std::string name;  // 1..128 characters of [A-Za-z0-9_.-]
+  int rank = -1;     // this process's rank, 0 <= rank < size
+  int size = 0;      // number of members, >= 1
+  BackendKind backend = BackendKind::kGloo;
+  // The world's store. Rank 0 hosts it there when host_store is true (port 0 lets rank 0 pick a
+  // free port, reported by WorldInfo::store_port; other ranks then need that port).
+  StoreAddress store{};
+  bool host_store = true;
+  std::string token;  // shared secret every member presents to the store ("" for none)
+  // A member silent for longer than this breaks the world. 50 ms .. 1 h; default 1 s.
+  std::chrono::milliseconds heartbeat_timeout{1000};
+  // Deadline of each operation from its submission; passing it breaks the world. Default 60 s.
+  std::chrono::milliseconds op_timeout{60000};
+};
+
+struct WorldInfo {
+  std::string name;
+  int rank = -1;
+  int size = 0;
+  BackendKind backend = BackendKind::kGloo;
+  WorldState state = WorldState::kJoining;
+  uint64_t generation = 0;      // counts initializations of this name in this process, from 1
+  uint16_t store_port = 0;      // the store's port (the chosen one when rank 0 picked it)
+  std::optional<BrokenInfo> broken;  // set once broken
+};
+
+struct WorldEvent {
+  enum class Kind : uint8_t { kCreated = 0, kBroken = 1, kRemoved = 2 };
+  Kind kind = Kind::kCreated;
+  std::string world;
+  uint64_t generation = 0;
+  std::optional<BrokenInfo> broken;  // for kBroken
+  Clock::time_point at{};            // monotonic time of the event
+};
+// "created", "broken", "removed".
+const char* eventKindName(WorldEvent::Kind k);
+
+// A queue of world events, filled by the manager from the moment of subscribe().
+// Thread rules: any thread. Events queue without bound until read; read them or drop the handle.
+class Subscription {
+ public:
+  virtual ~Subscription() = default;
+  // The next event, waiting until `deadline`; nullopt when none arrived in time.
+  virtual std::optional<WorldEvent> next(Deadline deadline) = 0;
+};
+
+class WorldManager {
+ public:
+  WorldManager();
+  // Removes every world (as removeWorld) and joins every thread.
+  ~WorldManager();
+  WorldManager(const WorldManager&) = delete;
+  WorldManager& operator=(const WorldManager&) = delete;
+
+  // Joins world options.name and blocks until every member has joined or `deadline` passes.
+  // Errors: kInvalidArgument for bad options (each names the field and value), kInvalidUsage when
+  // a world of that name exists and is not removed, kTimeout when the members did not all join in
+  // time, kIoError when the store address cannot be bound or reached, kPermissionDenied for a wrong
+  // token. On error nothing of the world is left behind and the name is free again.
+  Status initWorld(const WorldOptions& options, Deadline deadline);
+
+  // As initWorld, without blocking: the returned Work completes when the world is healthy or its
+  // initialization failed. The name is reserved (state joining) before this returns.
+  Work initWorldAsync(const WorldOptions& options, Deadline deadline);
+
+  // Leaves world `name`: fails its pending operations with kAborted (unless already broken), joins
+  // its threads, closes its sockets and frees its memory, then frees the name. Blocks at most a few
+  // milliseconds beyond the backend's teardown. kNotFound for an unknown name.
+  Status removeWorld(const std::string& name);
+
+  // Every world not yet removed, in name order.
+  std::vector<WorldInfo> worlds() const;
+  // One world; kNotFound for an unknown name.
+  Result<WorldInfo> world(const std::string& name) const;
+
+  // A new event queue.
+  std::shared_ptr<Subscription> subscribe();
+
+  struct Impl;
+  // For the Communicator. Not part of the stable API.
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mw

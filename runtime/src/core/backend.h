@@ -1,0 +1,49 @@
+// Backend: the per-world transport behind the Communicator (Gloo today, NCCL next).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/work_state.h"
+#include "multiworld/status.h"
+#include "multiworld/tensor.h"
+
+namespace mw::detail {
+
+enum class OpKind : uint8_t {
+  kSend, kRecv, kBroadcast, kAllReduce, kReduce, kAllGather, kGather, kScatter, kReduceScatter,
+  kAllToAll, kBarrier,
+};
+const char* opKindName(OpKind k);
+
+// One validated operation. `in`/`out` follow the Communicator's conventions; for in-place
+// operations (send, recv, broadcast, all_reduce, reduce) only `in` is used.
+struct OpRequest {
+  OpKind kind = OpKind::kBarrier;
+  Tensor in{};
+  Tensor out{};
+  int peer = -1;  // dst for send, src for recv, root for rooted collectives
+  int tag = 0;
+  ReduceOp reduce = ReduceOp::kSum;
+  Deadline deadline{};
+  std::shared_ptr<WorkState> work;
+};
+
+// Called by a backend when it sees the world fail (from one of its own threads).
+using BackendErrorHandler = std::function<void(Cause cause, int peer, const std::string& detail)>;
+
+// Thread rules: submit/abort from any thread; shutdown from one thread, once.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Queues `op`; never blocks on the network. Its work completes later.
+  virtual void submit(OpRequest op) = 0;
+  // Fails every queued and running operation with `reason` and unblocks them; later submits fail at
+  // once with `reason`. Idempotent: the first reason wins. Never blocks on the network.
+  virtual void abort(const Status& reason) = 0;
+  // abort(kAborted) unless aborted already, then joins threads and releases sockets and memory.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace mw::detail

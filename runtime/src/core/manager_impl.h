@@ -1,0 +1,69 @@
+// WorldManager::Impl: the registry of worlds, the watchdog and the event queues.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <atomic>
+#include <map>
+#include <set>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/watchdog.h"
+#include "core/world.h"
+#include "multiworld/world_manager.h"
+
+namespace mw {
+
+namespace detail {
+
+class SubscriptionImpl final : public Subscription {
+ public:
+  std::optional<WorldEvent> next(Deadline deadline) override;
+  void push(const WorldEvent& e);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<WorldEvent> events_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace detail
+
+struct WorldManager::Impl final : detail::WorldSink {
+  Impl();
+  ~Impl() override;
+
+  Status init(const WorldOptions& options, Deadline deadline);
+  Work initAsync(const WorldOptions& options, Deadline deadline);
+  Status remove(const std::string& name);
+  // The world, or nullptr when unknown.
+  std::shared_ptr<detail::World> find(const std::string& name) const;
+
+  void emit(WorldEvent event) override;
+  void wakeWatchdog() override { watchdog_->wake(); }
+
+  // Reserves `options.name` for a new joining world; kInvalidUsage when taken.
+  Result<std::shared_ptr<detail::World>> reserve(const WorldOptions& options);
+  // Connects a reserved world and makes it healthy, or releases it on failure.
+  Status join(const std::shared_ptr<detail::World>& world, Deadline deadline);
+  void release(const std::shared_ptr<detail::World>& world);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<detail::World>> worlds_;   // GUARDED_BY(mu_)
+  std::map<std::string, uint64_t> generations_;                     // GUARDED_BY(mu_)
+  std::vector<std::weak_ptr<detail::SubscriptionImpl>> subs_;       // GUARDED_BY(subs_mu_)
+  std::mutex subs_mu_;
+  std::set<std::string> removing_;                                  // GUARDED_BY(mu_)
+  struct AsyncInit {
+    std::shared_ptr<std::atomic<bool>> done;
+    std::jthread thread;
+  };
+  std::mutex async_mu_;
+  std::vector<AsyncInit> async_;                                    // GUARDED_BY(async_mu_)
+  std::unique_ptr<detail::Watchdog> watchdog_;
+};
+
+}  // namespace mw

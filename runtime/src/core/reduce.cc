@@ -1,0 +1,123 @@
+#include "core/reduce.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace mw {
+
+const char* reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+float halfToFloat(uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+
+uint16_t floatToHalf(float f) {
+  _Float16 v = static_cast<_Float16>(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+
+float bfloat16ToFloat(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBfloat16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+namespace {
+
+template <typename T, typename F>
+void apply(void* dst, const void* src, size_t n, F f) {
+  T* d = static_cast<T*>(dst);
+  const T* s = static_cast<const T*>(src);
+  for (size_t i = 0; i < n; ++i) d[i] = f(d[i], s[i]);
+}
+
+// Integers wrap on overflow (two's complement) instead of invoking undefined behaviour.
+template <typename T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::conditional_t<sizeof(T) < sizeof(unsigned), unsigned, std::make_unsigned_t<T>>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+void reduceTyped(void* dst, const void* src, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return apply<T>(dst, src, n, add<T>);
+    case ReduceOp::kProd: return apply<T>(dst, src, n, mul<T>);
+    case ReduceOp::kMin: return apply<T>(dst, src, n, [](T a, T b) { return std::min(a, b); });
+    case ReduceOp::kMax: return apply<T>(dst, src, n, [](T a, T b) { return std::max(a, b); });
+  }
+}
+
+// 16-bit floats: widen a block to float32, reduce, narrow again.
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void reduce16(void* dst, const void* src, size_t n, ReduceOp op) {
+  constexpr size_t kBlock = 1024;
+  float a[kBlock], b[kBlock];
+  auto* d = static_cast<uint16_t*>(dst);
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (size_t off = 0; off < n; off += kBlock) {
+    size_t len = std::min(kBlock, n - off);
+    for (size_t i = 0; i < len; ++i) {
+      a[i] = Widen(d[off + i]);
+      b[i] = Widen(s[off + i]);
+    }
+    reduceTyped<float>(a, b, len, op);
+    for (size_t i = 0; i < len; ++i) d[off + i] = Narrow(a[i]);
+  }
+}
+
+}  // namespace
+
+void reduceInto(void* dst, const void* src, size_t count, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::kFloat32: return reduceTyped<float>(dst, src, count, op);
+    case DType::kFloat64: return reduceTyped<double>(dst, src, count, op);
+    case DType::kInt32: return reduceTyped<int32_t>(dst, src, count, op);
+    case DType::kInt64: return reduceTyped<int64_t>(dst, src, count, op);
+    case DType::kUInt8: return reduceTyped<uint8_t>(dst, src, count, op);
+    case DType::kFloat16: return reduce16<halfToFloat, floatToHalf>(dst, src, count, op);
+    case DType::kBFloat16: return reduce16<bfloat16ToFloat, floatToBfloat16>(dst, src, count, op);
+  }
+}
+
+}  // namespace detail
+}  // namespace mw

@@ -1,0 +1,137 @@
+#include "multiworld/tensor.h"
+
+#include <dlpack/dlpack.h>
+
+#include <cstdlib>
+#include <new>
+
+namespace mw {
+
+namespace {
+
+struct DTypeRow {
+  DType dtype;
+  const char* name;
+  size_t size;
+  uint8_t dl_code;
+};
+
+constexpr DTypeRow kDTypes[kNumDTypes] = {
+    {DType::kFloat32, "float32", 4, kDLFloat},  {DType::kFloat64, "float64", 8, kDLFloat},
+    {DType::kInt32, "int32", 4, kDLInt},        {DType::kInt64, "int64", 8, kDLInt},
+    {DType::kFloat16, "float16", 2, kDLFloat},  {DType::kBFloat16, "bfloat16", 2, kDLBfloat},
+    {DType::kUInt8, "uint8", 1, kDLUInt},
+};
+
+const DTypeRow& row(DType t) { return kDTypes[static_cast<int>(t) % kNumDTypes]; }
+
+// Holds the DLPack bookkeeping of an exported tensor: shape and the managed struct in one block.
+struct Exported {
+  DLManagedTensor managed;
+  int64_t shape[1];
+};
+
+void deleteExported(DLManagedTensor* self) { delete static_cast<Exported*>(self->manager_ctx); }
+
+}  // namespace
+
+size_t dtypeSize(DType t) { return row(t).size; }
+const char* dtypeName(DType t) { return row(t).name; }
+
+Result<DType> parseDType(const std::string& name) {
+  for (const auto& r : kDTypes) {
+    if (name == r.name) return r.dtype;
+  }
+  return Status(Code::kInvalidArgument, "unknown dtype '" + name +
+                                            "' (expected float32, float64, int32, int64, "
+                                            "float16, bfloat16 or uint8)");
+}
+
+std::string Device::str() const {
+  return kind == Kind::kCpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Result<Device> parseDevice(const std::string& text) {
+  if (text == "cpu") return Device::cpu();
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() < 9) {
+    char* end = nullptr;
+    long idx = std::strtol(text.c_str() + 5, &end, 10);
+    if (*end == '\0' && idx >= 0) return Device::cuda(static_cast<int>(idx));
+  }
+  return Status(Code::kInvalidArgument, "unknown device '" + text + "' (expected cpu or cuda:N)");
+}
+
+Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
+  if (managed == nullptr) return Status(Code::kInvalidArgument, "fromDLPack: null tensor");
+  const DLTensor& t = managed->dl_tensor;
+  Tensor out;
+  if (t.device.device_type == kDLCPU) {
+    out.device = Device::cpu();
+  } else if (t.device.device_type == kDLCUDA) {
+    out.device = Device::cuda(t.device.device_id);
+  } else {
+    return Status(Code::kInvalidArgument, "fromDLPack: device type " +
+                                              std::to_string(t.device.device_type) +
+                                              " is not supported (cpu or cuda only)");
+  }
+  bool found = false;
+  for (const auto& r : kDTypes) {
+    if (r.dl_code == t.dtype.code && r.size * 8 == t.dtype.bits && t.dtype.lanes == 1) {
+      out.dtype = r.dtype;
+      found = true;
+    }
+  }
+  if (!found) {
+    return Status(Code::kInvalidArgument,
+                  "fromDLPack: dtype code " + std::to_string(t.dtype.code) + " with " +
+                      std::to_string(t.dtype.bits) + " bits x " + std::to_string(t.dtype.lanes) +
+                      " lanes is not supported");
+  }
+  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) {
+    return Status(Code::kInvalidArgument, "fromDLPack: bad ndim/shape");
+  }
+  size_t count = 1;
+  int64_t expected_stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] < 0) return Status(Code::kInvalidArgument, "fromDLPack: negative dimension");
+    if (t.strides != nullptr && t.shape[d] > 1 && t.strides[d] != expected_stride) {
+      return Status(Code::kInvalidArgument,
+                    "fromDLPack: tensor is not contiguous (dimension " + std::to_string(d) +
+                        " has stride " + std::to_string(t.strides[d]) + ", expected " +
+                        std::to_string(expected_stride) + ")");
+    }
+    expected_stride *= t.shape[d];
+    count *= static_cast<size_t>(t.shape[d]);
+  }
+  if (t.data == nullptr && count > 0) {
+    return Status(Code::kInvalidArgument, "fromDLPack: null data with non-zero size");
+  }
+  out.data = static_cast<char*>(t.data) + t.byte_offset;
+  out.count = count;
+  return out;
+}
+
+Result<DLManagedTensor*> toDLPack(const Tensor& t) {
+  if (t.data == nullptr && t.count > 0) {
+    return Status(Code::kInvalidArgument, "toDLPack: null data with non-zero count");
+  }
+  auto* ex = new (std::nothrow) Exported{};
+  if (ex == nullptr) return Status(Code::kUnavailable, "toDLPack: out of memory");
+  ex->shape[0] = static_cast<int64_t>(t.count);
+  DLTensor& d = ex->managed.dl_tensor;
+  d.data = t.data;
+  d.device.device_type = t.device.kind == Device::Kind::kCpu ? kDLCPU : kDLCUDA;
+  d.device.device_id = t.device.index;
+  d.ndim = 1;
+  d.dtype.code = row(t.dtype).dl_code;
+  d.dtype.bits = static_cast<uint8_t>(row(t.dtype).size * 8);
+  d.dtype.lanes = 1;
+  d.shape = ex->shape;
+  d.strides = nullptr;
+  d.byte_offset = 0;
+  ex->managed.manager_ctx = ex;
+  ex->managed.deleter = deleteExported;
+  return &ex->managed;
+}
+
+}  // namespace mw

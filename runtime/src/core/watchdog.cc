@@ -1,0 +1,145 @@
+#include "core/watchdog.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace mw::detail {
+
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+long long msSince(Clock::time_point t, Clock::time_point now) {
+  return duration_cast<milliseconds>(now - t).count();
+}
+
+}  // namespace
+
+Watchdog::Watchdog() {
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    std::perror("multiworld: eventfd for the watchdog");
+    std::abort();  // no fd at construction: the process is out of descriptors
+  }
+  thread_ = std::jthread([this](std::stop_token st) { loop(st); });
+}
+
+Watchdog::~Watchdog() {
+  thread_.request_stop();
+  wake();
+  if (thread_.joinable()) thread_.join();
+  ::close(wake_fd_);
+}
+
+void Watchdog::add(std::shared_ptr<World> world) {
+  {
+    std::lock_guard lock(mu_);
+    entries_.push_back({std::move(world), Clock::now()});
+  }
+  wake();
+}
+
+void Watchdog::remove(const World* world) {
+  std::lock_guard lock(mu_);
+  std::erase_if(entries_, [&](const Entry& e) { return e.world.get() == world; });
+}
+
+void Watchdog::wake() {
+  uint64_t one = 1;
+  ssize_t rc = ::write(wake_fd_, &one, sizeof(one));
+  (void)rc;  // EAGAIN means a wake-up is pending already
+}
+
+int Watchdog::pollTimeoutMs(Clock::time_point now) const {
+  auto next = now + std::chrono::seconds(1);
+  for (const auto& e : entries_) {
+    MemberLink* link = e.world->link();
+    next = std::min(next, e.next_heartbeat);
+    next = std::min(next, link->lastHeard() + link->heartbeatTimeout() + milliseconds(1));
+  }
+  auto ms = duration_cast<milliseconds>(next - now).count();
+  return static_cast<int>(std::clamp<long long>(ms, 0, 1000));
+}
+
+bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
+  World& w = *e.world;
+  MemberLink* link = w.link();
+  if (w.state() != WorldState::kHealthy) {
+    // Tell the store so every other member learns at once; then stop watching.
+    if (auto b = w.broken(); b && b->cause != Cause::kRemoteBroken &&
+                             b->cause != Cause::kPeerDied && b->cause != Cause::kPeerSilent) {
+      link->reportBroken(b->cause, b->detail).ignore();
+    }
+    return false;
+  }
+  if (revents != 0) {
+    auto notices = link->readNotices();
+    if (!notices.ok()) {
+      w.breakWorld(Cause::kPeerDied, 0,
+                   "lost the connection to the world's store hosted by rank 0 (" +
+                       notices.status().message() + ")");
+      return false;
+    }
+    for (const auto& n : notices.value()) {
+      if (w.breakWorld(n.cause, n.rank, n.detail)) return false;
+    }
+  }
+  if (now - link->lastHeard() > link->heartbeatTimeout()) {
+    w.breakWorld(Cause::kPeerSilent, 0,
+                 "the world's store (rank 0) was silent for " +
+                     std::to_string(msSince(link->lastHeard(), now)) + " ms");
+    return false;
+  }
+  if (now >= e.next_heartbeat) {
+    if (!link->sendHeartbeat().ok()) {
+      w.breakWorld(Cause::kPeerDied, 0, "the world's store (rank 0) closed the connection");
+      return false;
+    }
+    e.next_heartbeat = now + link->heartbeatInterval();
+  }
+  return true;
+}
+
+void Watchdog::loop(std::stop_token st) {
+  std::vector<pollfd> fds;
+  std::vector<const World*> owners;
+  while (!st.stop_requested()) {
+    {
+      std::lock_guard lock(mu_);
+      fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
+      owners.assign(1, nullptr);
+      for (const auto& e : entries_) {
+        fds.push_back({e.world->link()->fd(), POLLIN, 0});
+        owners.push_back(e.world.get());
+      }
+    }
+    int timeout = 0;
+    {
+      std::lock_guard lock(mu_);
+      timeout = pollTimeoutMs(Clock::now());
+    }
+    ::poll(fds.data(), fds.size(), timeout);
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      ssize_t rc = ::read(wake_fd_, &v, sizeof(v));
+      (void)rc;
+    }
+    std::lock_guard lock(mu_);
+    const auto now = Clock::now();
+    std::erase_if(entries_, [&](Entry& e) {
+      short revents = 0;
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (owners[i] == e.world.get()) revents = fds[i].revents;
+      }
+      return !service(e, revents, now);
+    });
+  }
+}
+
+}  // namespace mw::detail

@@ -1,0 +1,46 @@
+// Watchdog: the one thread per manager that watches every world's member link.
+//
+// Per world it sends heartbeats, reads the store's notices (a member died, went silent or saw the
+// world break), notices when the store itself goes silent or closes, and tells the store when this
+// member saw the world break first. It breaks only the world it is looking at.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/world.h"
+
+namespace mw::detail {
+
+// Thread rules: add/remove/wake from any thread.
+class Watchdog {
+ public:
+  Watchdog();
+  ~Watchdog();  // stops and joins the thread
+
+  void add(std::shared_ptr<World> world);
+  // After this returns the watchdog no longer touches `world` or its link.
+  void remove(const World* world);
+  // Makes the thread look at every world now.
+  void wake();
+
+ private:
+  struct Entry {
+    std::shared_ptr<World> world;
+    Clock::time_point next_heartbeat;
+  };
+
+  void loop(std::stop_token st);
+  // Handles one world; returns false when it should no longer be watched.
+  bool service(Entry& e, short revents, Clock::time_point now);
+  int pollTimeoutMs(Clock::time_point now) const;
+
+  int wake_fd_ = -1;
+  std::mutex mu_;
+  std::vector<Entry> entries_;  // GUARDED_BY(mu_)
+  std::jthread thread_;
+};
+
+}  // namespace mw::detail

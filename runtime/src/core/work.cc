@@ -1,0 +1,112 @@
+#include "multiworld/work.h"
+
+#include <algorithm>
+
+#include "core/work_state.h"
+
+namespace mw {
+namespace detail {
+
+bool WorkState::complete(Status s) {
+  std::vector<AnyWaiter*> waiters;
+  {
+    std::lock_guard lock(mu);
+    if (done) return false;
+    done = true;
+    status = std::move(s);
+    waiters = any_waiters;
+    // Notify while holding mu: a waitAny call unregisters under mu before its AnyWaiter dies, so
+    // every pointer in `waiters` is alive until we release it.
+    for (AnyWaiter* w : waiters) {
+      std::lock_guard wl(w->mu);
+      w->fired = true;
+      w->cv.notify_all();
+    }
+  }
+  cv.notify_all();
+  return true;
+}
+
+bool WorkState::isDone() const {
+  std::lock_guard lock(mu);
+  return done;
+}
+
+}  // namespace detail
+
+namespace {
+const std::string kNoWorld;
+}
+
+Work Work::done(const std::string& world, Status status) {
+  auto state = std::make_shared<detail::WorkState>(world);
+  state->complete(std::move(status));
+  return Work(std::move(state));
+}
+
+Status Work::wait(Deadline deadline) const {
+  if (!state_) return Status(Code::kInvalidUsage, "wait() on an empty Work");
+  std::unique_lock lock(state_->mu);
+  if (!state_->cv.wait_until(lock, deadline, [&] { return state_->done; })) {
+    return Status(Code::kTimeout, "operation in world '" + state_->world +
+                                      "' did not complete before the caller's deadline");
+  }
+  return state_->status;
+}
+
+bool Work::test() const { return state_ && state_->isDone(); }
+
+Status Work::status() const {
+  if (!state_) return Status(Code::kInvalidUsage, "status() on an empty Work");
+  std::lock_guard lock(state_->mu);
+  if (!state_->done) return Status(Code::kInvalidUsage, "operation not complete");
+  return state_->status;
+}
+
+const std::string& Work::world() const { return state_ ? state_->world : kNoWorld; }
+
+namespace {
+
+std::optional<size_t> firstDone(std::span<const Work> works) {
+  for (size_t i = 0; i < works.size(); ++i) {
+    if (works[i].test()) return i;
+  }
+  return std::nullopt;
+}
+
+void setWaiter(std::span<const Work> works, detail::AnyWaiter* waiter, bool add) {
+  for (const Work& w : works) {
+    auto& st = *w.state();
+    std::lock_guard lock(st.mu);
+    auto& v = st.any_waiters;
+    if (add) {
+      v.push_back(waiter);
+    } else {
+      v.erase(std::remove(v.begin(), v.end(), waiter), v.end());
+    }
+  }
+}
+
+}  // namespace
+
+Result<size_t> waitAny(std::span<const Work> works, Deadline deadline) {
+  if (works.empty()) return Status(Code::kInvalidArgument, "waitAny: no works given");
+  for (size_t i = 0; i < works.size(); ++i) {
+    if (!works[i].valid()) {
+      return Status(Code::kInvalidArgument, "waitAny: work " + std::to_string(i) + " is empty");
+    }
+  }
+  detail::AnyWaiter waiter;
+  setWaiter(works, &waiter, true);
+  // A work that completed before registration never fires the waiter: look once more first.
+  if (!firstDone(works)) {
+    std::unique_lock lock(waiter.mu);
+    waiter.cv.wait_until(lock, deadline, [&] { return waiter.fired; });
+  }
+  setWaiter(works, &waiter, false);
+  if (auto i = firstDone(works)) return *i;
+  return Status(Code::kTimeout, "waitAny: none of " + std::to_string(works.size()) +
+                                    " operations completed before the deadline");
+}
+
+}  // namespace mw

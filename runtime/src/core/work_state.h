@@ -1,0 +1,36 @@
+// WorkState: the shared completion record behind a Work handle.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "multiworld/status.h"
+
+namespace mw::detail {
+
+// Wakes one waitAny call when any of the works it watches completes.
+struct AnyWaiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool fired = false;  // GUARDED_BY(mu)
+};
+
+// Thread rules: complete() from any thread, once wins; waiting from any thread.
+struct WorkState {
+  explicit WorkState(std::string world_name) : world(std::move(world_name)) {}
+
+  // Completes the work with `s` unless it has completed already. Returns whether this call did.
+  bool complete(Status s);
+  bool isDone() const;
+
+  const std::string world;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;                    // GUARDED_BY(mu)
+  Status status;                        // GUARDED_BY(mu)
+  std::vector<AnyWaiter*> any_waiters;  // GUARDED_BY(mu)
+};
+
+}  // namespace mw::detail

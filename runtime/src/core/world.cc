@@ -1,0 +1,146 @@
+#include "core/world.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "gloo/gloo_backend.h"
+
+namespace mw::detail {
+
+namespace {
+
+// The local address of a connected socket: the interface this host uses to reach the store, which
+// is the one the world's peers can reach us on.
+std::string localAddress(int fd, const std::string& fallback) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      addr.sin_family != AF_INET) {
+    return fallback;
+  }
+  char buf[INET_ADDRSTRLEN];
+  return ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf)) ? std::string(buf) : fallback;
+}
+
+}  // namespace
+
+World::World(WorldOptions options, uint64_t generation, WorldSink* sink)
+    : options_(std::move(options)), generation_(generation), sink_(sink) {
+  store_port_.store(options_.store.port);
+}
+
+World::~World() { teardown(); }
+
+Status World::connect(Deadline deadline) {
+  const auto& o = options_;
+  StoreAddress addr = o.store;
+  if (o.rank == 0 && o.host_store) {
+    StoreServerOptions so;
+    so.host = o.store.host;
+    so.port = o.store.port;
+    so.token = o.token;
+    so.world_name = o.name;
+    so.world_size = o.size;
+    so.heartbeat_timeout = o.heartbeat_timeout;
+    auto server = StoreServer::start(so);
+    if (!server.ok()) return server.status();
+    server_ = std::move(server).value();
+    addr.port = server_->port();
+    store_port_.store(addr.port);
+  }
+  auto client = StoreClient::connect(addr, o.token, deadline);
+  if (!client.ok()) return client.status();
+  client_ = std::move(client).value();
+  auto link = MemberLink::join(addr, o.token, o.name, o.size, o.rank, deadline);
+  if (!link.ok()) return link.status();
+  link_ = std::move(link).value();
+
+  GlooConfig gc{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host)};
+  auto backend = createGlooBackend(
+      gc, *client_,
+      [this](Cause cause, int peer, const std::string& detail) { breakWorld(cause, peer, detail); },
+      deadline);
+  if (!backend.ok()) return backend.status();
+  backend_ = std::move(backend).value();
+  return Status::Ok();
+}
+
+void World::markHealthy() {
+  WorldState expected = WorldState::kJoining;
+  if (state_.compare_exchange_strong(expected, WorldState::kHealthy)) {
+    sink_->emit({WorldEvent::Kind::kCreated, options_.name, generation_, std::nullopt,
+                 Clock::now()});
+  }
+}
+
+bool World::breakWorld(Cause cause, int peer, const std::string& detail) {
+  BrokenInfo info{options_.name, cause, peer, detail, Clock::now()};
+  {
+    std::lock_guard lock(mu_);
+    WorldState s = state_.load();
+    if (s == WorldState::kBroken || s == WorldState::kRemoved || broken_) return false;
+    broken_ = info;
+    state_.store(WorldState::kBroken);
+  }
+  if (backend_) backend_->abort(Status::worldBroken(info));
+  sink_->wakeWatchdog();
+  sink_->emit({WorldEvent::Kind::kBroken, options_.name, generation_, info, info.detected_at});
+  return true;
+}
+
+void World::teardown() {
+  {
+    std::lock_guard lock(mu_);
+    if (state_.load() == WorldState::kRemoved) return;
+    state_.store(WorldState::kRemoved);
+  }
+  if (backend_) backend_->shutdown();
+  link_.reset();
+  client_.reset();
+  if (server_) server_->stop();
+  server_.reset();
+}
+
+void World::submit(OpRequest op) {
+  if (state_.load() != WorldState::kHealthy || !backend_) {
+    op.work->complete(notHealthyStatus());
+    return;
+  }
+  backend_->submit(std::move(op));
+}
+
+Status World::notHealthyStatus() const {
+  switch (state_.load()) {
+    case WorldState::kJoining:
+      return Status(Code::kInvalidUsage, "world '" + options_.name + "' is still joining");
+    case WorldState::kBroken: {
+      auto b = broken();
+      return b ? Status::worldBroken(*b) : Status(Code::kWorldBroken, options_.name);
+    }
+    case WorldState::kRemoved:
+      return Status(Code::kAborted, "world '" + options_.name + "' was removed");
+    case WorldState::kHealthy: break;
+  }
+  return Status::Ok();
+}
+
+std::optional<BrokenInfo> World::broken() const {
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
+WorldInfo World::info() const {
+  WorldInfo i;
+  i.name = options_.name;
+  i.rank = options_.rank;
+  i.size = options_.size;
+  i.backend = options_.backend;
+  i.state = state_.load();
+  i.generation = generation_;
+  i.store_port = store_port_.load();
+  i.broken = broken();
+  return i;
+}
+
+}  // namespace mw::detail

@@ -1,0 +1,72 @@
+// World: one membership of this process in one communicator group.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "core/backend.h"
+#include "multiworld/store.h"
+#include "multiworld/world_manager.h"
+
+namespace mw::detail {
+
+// Where a world reports what happens to it (the manager).
+class WorldSink {
+ public:
+  virtual ~WorldSink() = default;
+  virtual void emit(WorldEvent event) = 0;
+  // The watchdog should look at the worlds again now.
+  virtual void wakeWatchdog() = 0;
+};
+
+// Thread rules: connect() and teardown() from the manager, once each, in that order; everything
+// else from any thread.
+class World {
+ public:
+  World(WorldOptions options, uint64_t generation, WorldSink* sink);
+  ~World();
+
+  // Hosts the store (rank 0), connects the store client and member link, builds the backend.
+  Status connect(Deadline deadline);
+  // joining -> healthy. Emits kCreated.
+  void markHealthy();
+  // Breaks the world unless broken or removed already: records the cause, aborts the backend
+  // (failing every pending operation), wakes the watchdog to tell the store, emits kBroken.
+  // Returns whether this call broke it. Never blocks on the network.
+  bool breakWorld(Cause cause, int peer, const std::string& detail);
+  // Fails new operations, releases threads, sockets and memory. Blocks until done.
+  void teardown();
+
+  // Queues a validated operation, or fails its work at once when the world is not healthy.
+  void submit(OpRequest op);
+
+  const WorldOptions& options() const { return options_; }
+  uint64_t generation() const { return generation_; }
+  WorldState state() const { return state_.load(); }
+  WorldInfo info() const;
+  std::optional<BrokenInfo> broken() const;
+  Status notHealthyStatus() const;
+
+  // Watchdog only.
+  MemberLink* link() { return link_.get(); }
+
+ private:
+  const WorldOptions options_;
+  const uint64_t generation_;
+  WorldSink* const sink_;
+  std::atomic<WorldState> state_{WorldState::kJoining};
+  std::atomic<uint16_t> store_port_{0};
+
+  mutable std::mutex mu_;
+  std::optional<BrokenInfo> broken_;  // GUARDED_BY(mu_)
+
+  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<MemberLink> link_;
+  std::unique_ptr<Backend> backend_;  // kept until destruction so racing submits stay safe
+};
+
+}  // namespace mw::detail

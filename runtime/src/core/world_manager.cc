@@ -1,0 +1,236 @@
+#include "multiworld/world_manager.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/manager_impl.h"
+#include "core/work_state.h"
+
+namespace mw {
+
+const char* backendName(BackendKind b) { return b == BackendKind::kGloo ? "gloo" : "unknown"; }
+
+const char* worldStateName(WorldState s) {
+  switch (s) {
+    case WorldState::kJoining: return "joining";
+    case WorldState::kHealthy: return "healthy";
+    case WorldState::kBroken: return "broken";
+    case WorldState::kRemoved: return "removed";
+  }
+  return "unknown";
+}
+
+const char* eventKindName(WorldEvent::Kind k) {
+  switch (k) {
+    case WorldEvent::Kind::kCreated: return "created";
+    case WorldEvent::Kind::kBroken: return "broken";
+    case WorldEvent::Kind::kRemoved: return "removed";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+std::optional<WorldEvent> SubscriptionImpl::next(Deadline deadline) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
+  WorldEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+void SubscriptionImpl::push(const WorldEvent& e) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(e);
+  }
+  cv_.notify_all();
+}
+
+}  // namespace detail
+
+namespace {
+
+Status invalid(const std::string& what) { return Status(Code::kInvalidArgument, what); }
+
+bool validName(const std::string& n) {
+  if (n.empty() || n.size() > 128) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+Status validate(const WorldOptions& o) {
+  using std::chrono::milliseconds;
+  if (!validName(o.name)) {
+    return invalid("world name '" + o.name + "' must be 1-128 characters of [A-Za-z0-9_.-]");
+  }
+  const std::string w = "world '" + o.name + "': ";
+  if (o.size < 1 || o.size > 65536) {
+    return invalid(w + "size " + std::to_string(o.size) + " must be between 1 and 65536");
+  }
+  if (o.rank < 0 || o.rank >= o.size) {
+    return invalid(w + "rank " + std::to_string(o.rank) + " is out of range for size " +
+                   std::to_string(o.size));
+  }
+  if (o.heartbeat_timeout < milliseconds(50) || o.heartbeat_timeout > std::chrono::hours(1)) {
+    return invalid(w + "heartbeat_timeout " + std::to_string(o.heartbeat_timeout.count()) +
+                   " ms must be between 50 ms and 1 h");
+  }
+  if (o.op_timeout < milliseconds(1)) {
+    return invalid(w + "op_timeout " + std::to_string(o.op_timeout.count()) +
+                   " ms must be positive");
+  }
+  if (o.store.host.empty()) return invalid(w + "store host is empty");
+  if (o.store.port == 0 && !(o.rank == 0 && o.host_store)) {
+    return invalid(w + "store port 0 is only allowed at rank 0 when it hosts the store");
+  }
+  if (o.backend != BackendKind::kGloo) return invalid(w + "unknown backend");
+  return Status::Ok();
+}
+
+}  // namespace
+
+WorldManager::Impl::Impl() : watchdog_(std::make_unique<detail::Watchdog>()) {}
+
+WorldManager::Impl::~Impl() {
+  {
+    std::lock_guard lock(async_mu_);
+    async_.clear();  // joins: every async initialization ends by its deadline
+  }
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, w] : worlds_) names.push_back(name);
+  }
+  for (auto& n : names) remove(n).ignore();
+  watchdog_.reset();
+}
+
+std::shared_ptr<detail::World> WorldManager::Impl::find(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = worlds_.find(name);
+  return it == worlds_.end() ? nullptr : it->second;
+}
+
+void WorldManager::Impl::emit(WorldEvent event) {
+  std::lock_guard lock(subs_mu_);
+  std::erase_if(subs_, [&](const std::weak_ptr<detail::SubscriptionImpl>& w) {
+    auto s = w.lock();
+    if (!s) return true;
+    s->push(event);
+    return false;
+  });
+}
+
+Result<std::shared_ptr<detail::World>> WorldManager::Impl::reserve(const WorldOptions& o) {
+  MW_RETURN_IF_ERROR(validate(o));
+  std::lock_guard lock(mu_);
+  if (auto it = worlds_.find(o.name); it != worlds_.end()) {
+    return Status(Code::kInvalidUsage, "world '" + o.name + "' already exists (state " +
+                                           worldStateName(it->second->state()) +
+                                           "); remove it before initializing it again");
+  }
+  auto w = std::make_shared<detail::World>(o, ++generations_[o.name], this);
+  worlds_[o.name] = w;
+  return w;
+}
+
+void WorldManager::Impl::release(const std::shared_ptr<detail::World>& world) {
+  std::lock_guard lock(mu_);
+  auto it = worlds_.find(world->options().name);
+  if (it != worlds_.end() && it->second == world) worlds_.erase(it);
+}
+
+Status WorldManager::Impl::join(const std::shared_ptr<detail::World>& world, Deadline deadline) {
+  Status s = world->connect(deadline);
+  if (!s.ok()) {
+    world->teardown();
+    release(world);
+    return s;
+  }
+  world->markHealthy();
+  watchdog_->add(world);
+  return Status::Ok();
+}
+
+Status WorldManager::Impl::init(const WorldOptions& options, Deadline deadline) {
+  auto w = reserve(options);
+  if (!w.ok()) return w.status();
+  return join(w.value(), deadline);
+}
+
+Work WorldManager::Impl::initAsync(const WorldOptions& options, Deadline deadline) {
+  auto w = reserve(options);
+  if (!w.ok()) return Work::done(options.name, w.status());
+  auto state = std::make_shared<detail::WorkState>(options.name);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard lock(async_mu_);
+  std::erase_if(async_, [](const AsyncInit& a) { return a.done->load(); });  // joins them
+  async_.push_back({done, std::jthread([this, world = w.value(), state, deadline, done] {
+                      state->complete(join(world, deadline));
+                      done->store(true);
+                    })});
+  return Work(state);
+}
+
+Status WorldManager::Impl::remove(const std::string& name) {
+  std::shared_ptr<detail::World> w;
+  {
+    std::lock_guard lock(mu_);
+    auto it = worlds_.find(name);
+    if (it == worlds_.end() || removing_.count(name)) {
+      return Status(Code::kNotFound, "no world named '" + name + "'");
+    }
+    w = it->second;
+    if (w->state() == WorldState::kJoining) {
+      return Status(Code::kInvalidUsage,
+                    "world '" + name + "' is still joining; wait for its initialization to end");
+    }
+    removing_.insert(name);
+  }
+  watchdog_->remove(w.get());
+  w->teardown();
+  {
+    std::lock_guard lock(mu_);
+    removing_.erase(name);
+    worlds_.erase(name);
+  }
+  emit({WorldEvent::Kind::kRemoved, name, w->generation(), std::nullopt, Clock::now()});
+  return Status::Ok();
+}
+
+WorldManager::WorldManager() : impl_(std::make_unique<Impl>()) {}
+WorldManager::~WorldManager() = default;
+
+Status WorldManager::initWorld(const WorldOptions& options, Deadline deadline) {
+  return impl_->init(options, deadline);
+}
+
+Work WorldManager::initWorldAsync(const WorldOptions& options, Deadline deadline) {
+  return impl_->initAsync(options, deadline);
+}
+
+Status WorldManager::removeWorld(const std::string& name) { return impl_->remove(name); }
+
+std::vector<WorldInfo> WorldManager::worlds() const {
+  std::lock_guard lock(impl_->mu_);
+  std::vector<WorldInfo> out;
+  for (const auto& [name, w] : impl_->worlds_) out.push_back(w->info());
+  return out;
+}
+
+Result<WorldInfo> WorldManager::world(const std::string& name) const {
+  auto w = impl_->find(name);
+  if (!w) return Status(Code::kNotFound, "no world named '" + name + "'");
+  return w->info();
+}
+
+std::shared_ptr<Subscription> WorldManager::subscribe() {
+  auto s = std::make_shared<detail::SubscriptionImpl>();
+  std::lock_guard lock(impl_->subs_mu_);
+  impl_->subs_.push_back(s);
+  return s;
+}
+
+}  // namespace mw

@@ -1,0 +1,80 @@
+#include "gloo/channel.h"
+
+#include <chrono>
+
+namespace mw::detail {
+
+namespace {
+
+// Gloo treats a timeout as fatal for the whole context; that is what we want at an operation's
+// deadline, since passing it breaks the world anyway.
+std::chrono::milliseconds glooTimeout(Deadline d) {
+  auto left = remaining(d);
+  return left.count() > 0 ? left : std::chrono::milliseconds(1);
+}
+
+template <typename WaitFn>
+void waitOn(Channel* ch, WaitFn wait) {
+  if (ch->aborted()) throw AbortedError{};
+  bool completed = false;
+  try {
+    completed = wait(glooTimeout(ch->deadline()));
+  } catch (const std::exception& e) {
+    if (ch->aborted()) throw AbortedError{};
+    if (Clock::now() >= ch->deadline()) throw OpTimeoutError{e.what()};
+    throw;
+  }
+  if (!completed) throw AbortedError{};
+}
+
+}  // namespace
+
+Buf::Buf(Channel* ch, std::unique_ptr<gloo::transport::UnboundBuffer> ub)
+    : ch_(ch), ub_(std::move(ub)) {}
+
+Buf::~Buf() { ch_->unregister(ub_.get()); }
+
+void Buf::send(int peer, uint64_t slot, size_t offset, size_t nbytes) {
+  ub_->send(peer, slot, offset, nbytes);
+}
+
+void Buf::recv(int peer, uint64_t slot, size_t offset, size_t nbytes) {
+  ub_->recv(peer, slot, offset, nbytes);
+}
+
+void Buf::waitSend() {
+  waitOn(ch_, [&](std::chrono::milliseconds t) { return ub_->waitSend(nullptr, t); });
+}
+
+void Buf::waitRecv() {
+  waitOn(ch_, [&](std::chrono::milliseconds t) { return ub_->waitRecv(nullptr, t); });
+}
+
+std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
+  auto ub = ctx_->createUnboundBuffer(ptr, bytes);
+  std::lock_guard lock(mu_);
+  if (aborted_) throw AbortedError{};
+  live_.insert(ub.get());
+  return std::make_unique<Buf>(this, std::move(ub));
+}
+
+void Channel::abortAll() {
+  std::lock_guard lock(mu_);
+  aborted_ = true;
+  for (auto* ub : live_) {
+    ub->abortWaitRecv();
+    ub->abortWaitSend();
+  }
+}
+
+bool Channel::aborted() const {
+  std::lock_guard lock(mu_);
+  return aborted_;
+}
+
+void Channel::unregister(gloo::transport::UnboundBuffer* ub) {
+  std::lock_guard lock(mu_);
+  live_.erase(ub);
+}
+
+}  // namespace mw::detail

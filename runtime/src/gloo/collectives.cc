@@ -1,0 +1,401 @@
+#include "gloo/collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "core/reduce.h"
+
+namespace mw::detail {
+
+namespace {
+
+constexpr uint32_t kDescMagic = 0x4d57434f;  // "MWCO"
+constexpr size_t kSegmentBytes = 512 << 10;  // pipelining granularity of ring steps
+
+enum SlotClass : uint64_t { kP2PHeader = 1, kP2PData = 2, kCollDesc = 3, kCollData = 4 };
+
+uint32_t hash24(const void* data, size_t n) {
+  uint32_t h = 2166136261u;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+  return (h ^ (h >> 24)) & 0xffffff;
+}
+
+uint64_t makeSlot(SlotClass cls, uint32_t hash, uint32_t phase, uint64_t seq) {
+  return (static_cast<uint64_t>(cls) << 56) | (static_cast<uint64_t>(hash) << 32) |
+         (static_cast<uint64_t>(phase & 0xff) << 24) | (seq & 0xffffff);
+}
+
+struct Desc {
+  uint32_t magic = kDescMagic;
+  uint8_t kind = 0;
+  uint8_t dtype = 0;
+  uint8_t reduce = 0;
+  uint8_t pad = 0;
+  int32_t root = -1;
+  uint32_t pad2 = 0;
+  uint64_t count = 0;
+};
+
+bool usesReduce(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter;
+}
+bool usesRoot(OpKind k) {
+  return k == OpKind::kBroadcast || k == OpKind::kReduce || k == OpKind::kGather ||
+         k == OpKind::kScatter;
+}
+
+// The per-rank count that every member must agree on.
+Desc describe(const OpRequest& op) {
+  Desc d;
+  d.kind = static_cast<uint8_t>(op.kind);
+  d.dtype = static_cast<uint8_t>(op.kind == OpKind::kScatter ? op.out.dtype : op.in.dtype);
+  d.reduce = usesReduce(op.kind) ? static_cast<uint8_t>(op.reduce) : 0;
+  d.root = usesRoot(op.kind) ? op.peer : -1;
+  switch (op.kind) {
+    case OpKind::kScatter:
+    case OpKind::kReduceScatter: d.count = op.out.count; break;
+    case OpKind::kBarrier: d.count = 0; break;
+    default: d.count = op.in.count; break;
+  }
+  return d;
+}
+
+std::string descText(const Desc& d) {
+  std::ostringstream s;
+  if (d.magic != kDescMagic) return "a message that is not a collective descriptor";
+  auto kind = static_cast<OpKind>(d.kind);
+  s << opKindName(kind) << "(";
+  if (kind != OpKind::kBarrier) {
+    s << (d.dtype < kNumDTypes ? dtypeName(static_cast<DType>(d.dtype)) : "?") << " x "
+      << d.count;
+  }
+  if (usesReduce(kind)) s << ", " << reduceOpName(static_cast<ReduceOp>(d.reduce & 3));
+  if (usesRoot(kind)) s << ", root " << d.root;
+  s << ")";
+  return s.str();
+}
+
+// Element offsets of n chunks over `count` elements.
+struct Layout {
+  size_t elem = 1;
+  std::vector<size_t> off;  // n + 1 entries
+
+  static Layout even(size_t count, int n, size_t elem) {
+    Layout l;
+    l.elem = elem;
+    for (int i = 0; i <= n; ++i) l.off.push_back(count * static_cast<size_t>(i) / n);
+    return l;
+  }
+  size_t byteOff(int c) const { return off[c] * elem; }
+  size_t byteLen(int c) const { return (off[c + 1] - off[c]) * elem; }
+  size_t maxBytes() const {
+    size_t m = 0;
+    for (size_t i = 0; i + 1 < off.size(); ++i) m = std::max(m, (off[i + 1] - off[i]) * elem);
+    return m;
+  }
+  int segments() const { return static_cast<int>(std::max<size_t>(1, (maxBytes() + kSegmentBytes - 1) / kSegmentBytes)); }
+  // Byte range [first, second) of segment k of K within chunk c, element aligned.
+  std::pair<size_t, size_t> seg(int c, int k, int K) const {
+    size_t len = off[c + 1] - off[c];
+    size_t b = off[c] + len * k / K, e = off[c] + len * (k + 1) / K;
+    return {b * elem, e * elem};
+  }
+};
+
+class Runner {
+ public:
+  Runner(const OpRequest& op, CollectiveEnv& env)
+      : op_(op), env_(env), n_(env.size), r_(env.rank), desc_(describe(op)) {
+    hash_ = hash24(&desc_, sizeof(desc_));
+  }
+
+  void run();
+
+ private:
+  int mod(long x) const { return static_cast<int>(((x % n_) + n_) % n_); }
+  uint64_t slot(uint32_t phase) const { return makeSlot(kCollData, hash_, phase, env_.seq); }
+  std::unique_ptr<Buf> buf(void* p, size_t n) { return env_.channel->buffer(p, n); }
+
+  void exchangeDescriptors();
+  void ringReduceScatter(char* base, const Layout& l);
+  void ringAllGather(char* base, const Layout& l, uint32_t phase);
+  void broadcastChain(char* base, size_t bytes);
+  void reduceToRoot(char* base, const Layout& l);
+  void gather();
+  void scatter();
+  void reduceScatter();
+  void allToAll();
+  void barrier();
+
+  const OpRequest& op_;
+  CollectiveEnv& env_;
+  const int n_;
+  const int r_;
+  Desc desc_;
+  uint32_t hash_ = 0;
+};
+
+void Runner::exchangeDescriptors() {
+  Desc theirs{};
+  auto out = buf(&desc_, sizeof(desc_));
+  auto in = buf(&theirs, sizeof(theirs));
+  uint64_t s = makeSlot(kCollDesc, 0, 0, env_.seq);
+  out->send(mod(r_ + 1), s, 0, sizeof(desc_));
+  in->recv(mod(r_ - 1), s, 0, sizeof(theirs));
+  in->waitRecv();
+  out->waitSend();
+  if (std::memcmp(&theirs, &desc_, sizeof(desc_)) != 0) {
+    throw ProtocolError{mod(r_ - 1), "rank " + std::to_string(mod(r_ - 1)) + " called " +
+                                         descText(theirs) + " but rank " + std::to_string(r_) +
+                                         " called " + descText(desc_)};
+  }
+}
+
+void Runner::ringReduceScatter(char* base, const Layout& l) {
+  const int K = l.segments();
+  const size_t maxc = l.maxBytes();
+  const int right = mod(r_ + 1), left = mod(r_ - 1);
+  auto& scratch = *env_.scratch;
+  if (scratch.size() < maxc * (n_ - 1)) scratch.resize(maxc * (n_ - 1));
+  auto data = buf(base, l.byteOff(n_));
+  auto sbuf = buf(scratch.data(), maxc * (n_ - 1));
+  // Step s receives chunk r-s-2 from the left and sends chunk r-s-1 (reduced at step s-1).
+  for (int s = 0; s < n_ - 1; ++s) {
+    int c = mod(r_ - s - 2);
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(c, k, K);
+      if (e > b) sbuf->recv(left, slot(0), s * maxc + (b - l.byteOff(c)), e - b);
+    }
+  }
+  int sends = 0;
+  for (int k = 0; k < K; ++k) {
+    auto [b, e] = l.seg(mod(r_ - 1), k, K);
+    if (e > b) data->send(right, slot(0), b, e - b), ++sends;
+  }
+  for (int s = 0; s < n_ - 1; ++s) {
+    int c = mod(r_ - s - 2);
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(c, k, K);
+      if (e == b) continue;
+      sbuf->waitRecv();
+      reduceInto(base + b, scratch.data() + s * maxc + (b - l.byteOff(c)), (e - b) / l.elem,
+                 op_.in.dtype, op_.reduce);
+      if (s < n_ - 2) data->send(right, slot(0), b, e - b), ++sends;
+    }
+  }
+  for (int i = 0; i < sends; ++i) data->waitSend();
+}
+
+// Every rank starts with chunk r complete; step s sends chunk r-s and receives chunk r-s-1.
+void Runner::ringAllGather(char* base, const Layout& l, uint32_t phase) {
+  const int K = l.segments();
+  const int right = mod(r_ + 1), left = mod(r_ - 1);
+  auto data = buf(base, l.byteOff(n_));
+  for (int s = 0; s < n_ - 1; ++s) {
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(mod(r_ - s - 1), k, K);
+      if (e > b) data->recv(left, slot(phase), b, e - b);
+    }
+  }
+  int sends = 0;
+  for (int k = 0; k < K; ++k) {
+    auto [b, e] = l.seg(r_, k, K);
+    if (e > b) data->send(right, slot(phase), b, e - b), ++sends;
+  }
+  for (int s = 0; s < n_ - 1; ++s) {
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(mod(r_ - s - 1), k, K);
+      if (e == b) continue;
+      data->waitRecv();
+      if (s < n_ - 2) data->send(right, slot(phase), b, e - b), ++sends;
+    }
+  }
+  for (int i = 0; i < sends; ++i) data->waitSend();
+}
+
+void Runner::broadcastChain(char* base, size_t bytes) {
+  const int vr = mod(r_ - op_.peer);
+  const Layout l = Layout::even(bytes, 1, 1);
+  const int K = l.segments();
+  auto data = buf(base, bytes);
+  const bool has_next = vr < n_ - 1;
+  int sends = 0;
+  if (vr == 0) {
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(0, k, K);
+      if (e > b) data->send(mod(r_ + 1), slot(0), b, e - b), ++sends;
+    }
+  } else {
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(0, k, K);
+      if (e > b) data->recv(mod(r_ - 1), slot(0), b, e - b);
+    }
+    for (int k = 0; k < K; ++k) {
+      auto [b, e] = l.seg(0, k, K);
+      if (e == b) continue;
+      data->waitRecv();
+      if (has_next) data->send(mod(r_ + 1), slot(0), b, e - b), ++sends;
+    }
+  }
+  for (int i = 0; i < sends; ++i) data->waitSend();
+}
+
+void Runner::reduceToRoot(char* base, const Layout& l) {
+  ringReduceScatter(base, l);
+  auto data = buf(base, l.byteOff(n_));
+  int waits = 0;
+  if (r_ == op_.peer) {
+    for (int c = 0; c < n_; ++c) {
+      if (c != r_ && l.byteLen(c) > 0) data->recv(c, slot(1), l.byteOff(c), l.byteLen(c)), ++waits;
+    }
+    for (int i = 0; i < waits; ++i) data->waitRecv();
+  } else if (l.byteLen(r_) > 0) {
+    data->send(op_.peer, slot(1), l.byteOff(r_), l.byteLen(r_));
+    data->waitSend();
+  }
+}
+
+void Runner::gather() {
+  const size_t block = op_.in.bytes();
+  auto in = buf(op_.in.data, block);
+  if (r_ != op_.peer) {
+    in->send(op_.peer, slot(0), 0, block);
+    in->waitSend();
+    return;
+  }
+  char* out = static_cast<char*>(op_.out.data);
+  auto ob = buf(out, block * n_);
+  for (int i = 0; i < n_; ++i) {
+    if (i != r_) ob->recv(i, slot(0), i * block, block);
+  }
+  if (block > 0) std::memcpy(out + r_ * block, op_.in.data, block);
+  for (int i = 0; i < n_ - 1; ++i) ob->waitRecv();
+}
+
+void Runner::scatter() {
+  const size_t block = op_.out.bytes();
+  auto ob = buf(op_.out.data, block);
+  if (r_ != op_.peer) {
+    ob->recv(op_.peer, slot(0), 0, block);
+    ob->waitRecv();
+    return;
+  }
+  const char* in = static_cast<const char*>(op_.in.data);
+  auto ib = buf(const_cast<char*>(in), block * n_);
+  for (int i = 0; i < n_; ++i) {
+    if (i != r_) ib->send(i, slot(0), i * block, block);
+  }
+  if (block > 0) std::memcpy(op_.out.data, in + r_ * block, block);
+  for (int i = 0; i < n_ - 1; ++i) ib->waitSend();
+}
+
+void Runner::reduceScatter() {
+  const size_t block = op_.out.bytes();
+  auto& work = *env_.work;
+  if (work.size() < block * n_) work.resize(block * n_);
+  if (block > 0) std::memcpy(work.data(), op_.in.data, block * n_);
+  ringReduceScatter(work.data(), Layout::even(op_.out.count * n_, n_, dtypeSize(op_.out.dtype)));
+  if (block > 0) std::memcpy(op_.out.data, work.data() + r_ * block, block);
+}
+
+void Runner::allToAll() {
+  const size_t block = op_.in.bytes() / n_;
+  auto ib = buf(op_.in.data, block * n_);
+  auto ob = buf(op_.out.data, block * n_);
+  for (int j = 0; j < n_; ++j) {
+    if (j != r_) ob->recv(j, slot(0), j * block, block);
+  }
+  for (int j = 0; j < n_; ++j) {
+    if (j != r_) ib->send(j, slot(0), j * block, block);
+  }
+  if (block > 0) {
+    std::memcpy(static_cast<char*>(op_.out.data) + r_ * block,
+                static_cast<const char*>(op_.in.data) + r_ * block, block);
+  }
+  for (int j = 0; j < n_ - 1; ++j) ob->waitRecv();
+  for (int j = 0; j < n_ - 1; ++j) ib->waitSend();
+}
+
+// Dissemination barrier: in round k send to r+2^k and receive from r-2^k.
+void Runner::barrier() {
+  char token = 1, sink = 0;
+  auto out = buf(&token, 1);
+  auto in = buf(&sink, 1);
+  uint32_t round = 0;
+  for (int dist = 1; dist < n_; dist *= 2, ++round) {
+    out->send(mod(r_ + dist), slot(round), 0, 1);
+    in->recv(mod(r_ - dist), slot(round), 0, 1);
+    in->waitRecv();
+    out->waitSend();
+  }
+}
+
+void Runner::run() {
+  if (n_ == 1) {
+    // Single member: only the copies remain.
+    if (op_.kind == OpKind::kAllGather || op_.kind == OpKind::kGather ||
+        op_.kind == OpKind::kScatter || op_.kind == OpKind::kReduceScatter ||
+        op_.kind == OpKind::kAllToAll) {
+      const Tensor& src = op_.in;
+      if (src.bytes() > 0 && src.data != op_.out.data) std::memcpy(op_.out.data, src.data, src.bytes());
+    }
+    return;
+  }
+  exchangeDescriptors();
+  char* base = static_cast<char*>(op_.in.data);
+  const size_t elem = dtypeSize(op_.in.dtype);
+  switch (op_.kind) {
+    case OpKind::kBroadcast: return broadcastChain(base, op_.in.bytes());
+    case OpKind::kAllReduce: {
+      Layout l = Layout::even(op_.in.count, n_, elem);
+      ringReduceScatter(base, l);
+      return ringAllGather(base, l, 1);
+    }
+    case OpKind::kReduce: return reduceToRoot(base, Layout::even(op_.in.count, n_, elem));
+    case OpKind::kAllGather: {
+      char* out = static_cast<char*>(op_.out.data);
+      if (op_.in.bytes() > 0) std::memcpy(out + r_ * op_.in.bytes(), op_.in.data, op_.in.bytes());
+      return ringAllGather(out, Layout::even(op_.in.count * n_, n_, elem), 0);
+    }
+    case OpKind::kGather: return gather();
+    case OpKind::kScatter: return scatter();
+    case OpKind::kReduceScatter: return reduceScatter();
+    case OpKind::kAllToAll: return allToAll();
+    case OpKind::kBarrier: return barrier();
+    case OpKind::kSend:
+    case OpKind::kRecv: break;
+  }
+}
+
+}  // namespace
+
+void runCollective(const OpRequest& op, CollectiveEnv& env) { Runner(op, env).run(); }
+
+uint64_t p2pHeaderSlot(int tag) { return makeSlot(kP2PHeader, 0, 0, 0) | static_cast<uint32_t>(tag); }
+
+uint64_t p2pDataSlot(int tag, DType dtype, size_t count) {
+  unsigned char key[9];
+  key[0] = static_cast<uint8_t>(dtype);
+  std::memcpy(key + 1, &count, sizeof(count));
+  return (static_cast<uint64_t>(kP2PData) << 56) |
+         (static_cast<uint64_t>(hash24(&key, sizeof(key))) << 32) | static_cast<uint32_t>(tag);
+}
+
+void checkP2PHeader(const P2PHeader& got, const OpRequest& recv) {
+  std::string src = "rank " + std::to_string(recv.peer);
+  if (got.magic != kP2PMagic || got.dtype >= kNumDTypes) {
+    throw ProtocolError{recv.peer, src + " sent a malformed message header"};
+  }
+  auto dt = static_cast<DType>(got.dtype);
+  if (dt != recv.in.dtype || got.count != recv.in.count || got.tag != recv.tag) {
+    std::ostringstream s;
+    s << src << " sent " << got.count << " x " << dtypeName(dt) << " with tag " << got.tag
+      << " but the receive expects " << recv.in.count << " x " << dtypeName(recv.in.dtype)
+      << " with tag " << recv.tag;
+    throw ProtocolError{recv.peer, s.str()};
+  }
+}
+
+}  // namespace mw::detail

@@ -1,0 +1,49 @@
+// CPU collectives over Gloo unbound buffers, cancellable through the Channel.
+//
+// Every message of an operation travels on slots derived from the operation's descriptor (kind,
+// dtype, count, root, reduce op) and a per-world sequence number, so members whose calls disagree
+// never match each other's messages (Gloo would abort the process on a size overflow); a
+// descriptor exchange with the ring neighbour turns such a disagreement into a ProtocolError that
+// names both calls.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/backend.h"
+#include "gloo/channel.h"
+
+namespace mw::detail {
+
+struct CollectiveEnv {
+  int rank = 0;
+  int size = 1;
+  uint64_t seq = 0;            // per world, increments per collective, same on every member
+  Channel* channel = nullptr;
+  std::vector<char>* scratch = nullptr;  // reusable receive space
+  std::vector<char>* work = nullptr;     // reusable copy space
+};
+
+// Runs collective `op` (not send/recv) to completion. Throws AbortedError, OpTimeoutError,
+// ProtocolError or Gloo's exceptions.
+void runCollective(const OpRequest& op, CollectiveEnv& env);
+
+// Point-to-point header, sent ahead of each message so the receiver can name a mismatch.
+struct P2PHeader {
+  uint32_t magic = 0;
+  uint8_t dtype = 0;
+  uint8_t pad[3] = {0, 0, 0};
+  int32_t tag = 0;
+  uint32_t pad2 = 0;
+  uint64_t count = 0;
+};
+static_assert(sizeof(P2PHeader) == 24, "P2PHeader is a wire format: no implicit padding");
+
+inline constexpr uint32_t kP2PMagic = 0x4d575032;  // "MWP2"
+
+uint64_t p2pHeaderSlot(int tag);
+uint64_t p2pDataSlot(int tag, DType dtype, size_t count);
+// Throws ProtocolError when `got` does not match what this receive expects.
+void checkP2PHeader(const P2PHeader& got, const OpRequest& recv);
+
+}  // namespace mw::detail

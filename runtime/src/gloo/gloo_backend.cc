@@ -1,0 +1,295 @@
+#include "gloo/gloo_backend.h"
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "gloo/channel.h"
+#include "gloo/collectives.h"
+#include "gloo/pair_sockets.h"
+
+namespace mw::detail {
+
+namespace {
+
+// Thrown through Gloo's rendezvous code when our store fails; carries the real status out.
+struct StoreFailure {
+  Status status;
+};
+
+// Gloo's rendezvous store interface over the world's StoreClient, bounded by one deadline.
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(StoreClient& client, std::string prefix, Deadline deadline)
+      : client_(client), prefix_(std::move(prefix)), deadline_(deadline) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    check(client_.set(prefix_ + key, std::string(data.begin(), data.end()), deadline_));
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto v = client_.get(prefix_ + key, deadline_);
+    check(v.status());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, remaining(deadline_)); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    check(client_.wait(full, std::min(deadline_, deadlineIn(t))));
+  }
+
+ private:
+  static void check(const Status& s) {
+    if (!s.ok()) throw StoreFailure{s};
+  }
+  StoreClient& client_;
+  std::string prefix_;
+  Deadline deadline_;
+};
+
+class GlooBackend final : public Backend {
+ public:
+  GlooBackend(GlooConfig cfg, std::shared_ptr<gloo::transport::Device> dev,
+              std::shared_ptr<gloo::rendezvous::Context> ctx, PairSockets sockets,
+              BackendErrorHandler on_error)
+      : cfg_(std::move(cfg)), device_(std::move(dev)), ctx_(std::move(ctx)),
+        sockets_(std::move(sockets)), channel_(ctx_),
+        on_error_(std::move(on_error)),
+        executor_([this](std::stop_token st) { executorLoop(st); }) {}
+
+  ~GlooBackend() override { shutdown(); }
+
+  void submit(OpRequest op) override;
+  void abort(const Status& reason) override;
+  void shutdown() override;
+
+ private:
+  struct Pending {
+    OpRequest req;
+    P2PHeader header;
+    std::unique_ptr<Buf> header_buf;
+    std::unique_ptr<Buf> data_buf;
+    std::optional<std::string> post_error;
+  };
+
+  void postP2P(Pending& p);
+  void executorLoop(std::stop_token st);
+  void execute(Pending& p);
+  void runOp(Pending& p);
+  void report(Pending& p, Cause cause, int peer, const std::string& detail);
+  void finish(Pending& p, Status s);
+  Status abortReason();
+  void waitConnectionsQuiet(std::chrono::milliseconds limit);
+
+  const GlooConfig cfg_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  const PairSockets sockets_;
+  Channel channel_;
+  BackendErrorHandler on_error_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
+  std::optional<Status> abort_reason_;          // GUARDED_BY(mu_)
+  bool shut_down_ = false;                      // GUARDED_BY(mu_)
+
+  // Executor thread only.
+  uint64_t seq_ = 0;
+  std::vector<char> scratch_;
+  std::vector<char> work_;
+
+  std::jthread executor_;  // last: starts once everything above exists
+};
+
+void GlooBackend::postP2P(Pending& p) {
+  OpRequest& r = p.req;
+  if (r.kind == OpKind::kSend) {
+    p.header.magic = kP2PMagic;
+    p.header.dtype = static_cast<uint8_t>(r.in.dtype);
+    p.header.tag = r.tag;
+    p.header.count = r.in.count;
+  }
+  p.header_buf = channel_.buffer(&p.header, sizeof(p.header));
+  p.data_buf = channel_.buffer(r.in.data, r.in.bytes());
+  const uint64_t hslot = p2pHeaderSlot(r.tag);
+  const uint64_t dslot = p2pDataSlot(r.tag, r.in.dtype, r.in.count);
+  if (r.kind == OpKind::kSend) {
+    p.header_buf->send(r.peer, hslot, 0, sizeof(p.header));
+    p.data_buf->send(r.peer, dslot, 0, r.in.bytes());
+  } else {
+    p.header_buf->recv(r.peer, hslot, 0, sizeof(p.header));
+    p.data_buf->recv(r.peer, dslot, 0, r.in.bytes());
+  }
+}
+
+void GlooBackend::submit(OpRequest op) {
+  auto p = std::make_unique<Pending>();
+  p->req = std::move(op);
+  if (p->req.kind == OpKind::kSend || p->req.kind == OpKind::kRecv) {
+    // Posting at submission lets both sides of an exchange make progress whatever the order in
+    // which their executors wait.
+    try {
+      postP2P(*p);
+    } catch (const AbortedError&) {
+      // Fails below with the abort reason.
+    } catch (const std::exception& e) {
+      p->post_error = e.what();
+    }
+  }
+  std::optional<Status> reason;
+  {
+    std::lock_guard lock(mu_);
+    if (abort_reason_) {
+      reason = abort_reason_;
+    } else {
+      queue_.push_back(std::move(p));
+    }
+  }
+  if (reason) return finish(*p, *reason);
+  cv_.notify_one();
+}
+
+void GlooBackend::executorLoop(std::stop_token st) {
+  for (;;) {
+    std::unique_ptr<Pending> p;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || st.stop_requested(); });
+      if (queue_.empty()) return;
+      p = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(*p);
+  }
+}
+
+void GlooBackend::runOp(Pending& p) {
+  if (p.post_error) throw gloo::IoException(*p.post_error);
+  switch (p.req.kind) {
+    case OpKind::kSend:
+      p.header_buf->waitSend();
+      p.data_buf->waitSend();
+      return;
+    case OpKind::kRecv:
+      p.header_buf->waitRecv();
+      checkP2PHeader(p.header, p.req);
+      p.data_buf->waitRecv();
+      return;
+    default: {
+      CollectiveEnv env{cfg_.rank, cfg_.size, seq_++, &channel_, &scratch_, &work_};
+      runCollective(p.req, env);
+    }
+  }
+}
+
+void GlooBackend::execute(Pending& p) {
+  channel_.setDeadline(p.req.deadline);
+  try {
+    runOp(p);
+    finish(p, Status::Ok());
+  } catch (const AbortedError&) {
+    finish(p, abortReason());
+  } catch (const OpTimeoutError& e) {
+    report(p, Cause::kOpTimeout, -1,
+           std::string(opKindName(p.req.kind)) + " passed its deadline (" + e.detail + ")");
+  } catch (const ProtocolError& e) {
+    report(p, Cause::kProtocolError, e.peer, e.detail);
+  } catch (const std::exception& e) {
+    report(p, Cause::kBackendError, -1, std::string("gloo: ") + e.what());
+  }
+}
+
+void GlooBackend::report(Pending& p, Cause cause, int peer, const std::string& detail) {
+  on_error_(cause, peer, detail);  // breaks the world, which aborts us
+  finish(p, abortReason());
+}
+
+void GlooBackend::finish(Pending& p, Status s) {
+  // Drop the Gloo buffers before the caller may free the memory they point to.
+  p.header_buf.reset();
+  p.data_buf.reset();
+  p.req.work->complete(std::move(s));
+}
+
+Status GlooBackend::abortReason() {
+  std::lock_guard lock(mu_);
+  if (abort_reason_) return *abort_reason_;
+  return Status(Code::kBackendError, "world '" + cfg_.world + "': operation failed");
+}
+
+void GlooBackend::waitConnectionsQuiet(std::chrono::milliseconds limit) {
+  auto until = deadlineIn(limit);
+  while (!sockets_.allClosed() && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void GlooBackend::abort(const Status& reason) {
+  std::deque<std::unique_ptr<Pending>> drained;
+  {
+    std::lock_guard lock(mu_);
+    if (abort_reason_) return;
+    abort_reason_ = reason;
+    drained.swap(queue_);
+  }
+  channel_.abortAll();
+  // Data may still arrive for buffers we drop; cut the connections so Gloo's loop closes them
+  // itself instead of spinning on unread bytes (see pair_sockets.h).
+  sockets_.shutdownAll();
+  for (auto& p : drained) finish(*p, reason);
+  cv_.notify_all();
+}
+
+void GlooBackend::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
+  executor_.request_stop();
+  cv_.notify_all();
+  if (executor_.joinable()) executor_.join();
+  waitConnectionsQuiet(std::chrono::milliseconds(500));
+  ctx_.reset();
+  device_.reset();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
+                                                   BackendErrorHandler on_error,
+                                                   Deadline deadline) {
+  const std::string where = "world '" + config.world + "' (gloo, rank " +
+                            std::to_string(config.rank) + " of " + std::to_string(config.size) +
+                            ")";
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = config.bind_host;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(config.rank, config.size);
+    ctx->setTimeout(std::max(std::chrono::milliseconds(1), remaining(deadline)));
+    StoreAdapter adapter(store, "gloo/", deadline);
+    ctx->connectFullMesh(adapter, device);
+    // Our waits pass their own deadlines; this only bounds calls that pass none.
+    ctx->setTimeout(std::chrono::hours(24));
+    auto sockets = PairSockets::find(*ctx, config.rank, config.size, store, deadline);
+    return std::unique_ptr<Backend>(new GlooBackend(config, std::move(device), std::move(ctx),
+                                                    std::move(sockets), std::move(on_error)));
+  } catch (const StoreFailure& f) {
+    return Status(f.status.code(), where + ": rendezvous failed: " + f.status.message());
+  } catch (const std::exception& e) {
+    Code code = Clock::now() >= deadline ? Code::kTimeout : Code::kBackendError;
+    return Status(code, where + ": connecting to the other members failed: " + e.what());
+  }
+}
+
+}  // namespace mw::detail

@@ -1,0 +1,26 @@
+// The Gloo backend: CPU worlds over Gloo's TCP transport, one tcp::Device per world.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/backend.h"
+#include "multiworld/store.h"
+
+namespace mw::detail {
+
+struct GlooConfig {
+  std::string world;
+  int rank = 0;
+  int size = 1;
+  std::string bind_host = "127.0.0.1";  // local address the world's pairs listen on
+};
+
+// Creates the world's device and context and connects the full mesh through `store` (keys under
+// "gloo/"). Blocks until every pair is connected or `deadline` passes (kTimeout). `on_error` is
+// called from the backend's executor thread when an operation fails in a way that breaks the world.
+Result<std::unique_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
+                                                   BackendErrorHandler on_error,
+                                                   Deadline deadline);
+
+}  // namespace mw::detail

@@ -1,0 +1,106 @@
+#include "gloo/pair_sockets.h"
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <gloo/transport/tcp/address.h>
+
+namespace mw::detail {
+
+namespace {
+
+bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+    return x.sin6_port == y.sin6_port &&
+           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof(x.sin6_addr)) == 0;
+  }
+  return false;
+}
+
+// The listening address peer `peer` published for its pair with `rank`.
+bool peerAddress(StoreClient& store, int peer, int rank, int size, Deadline deadline,
+                 sockaddr_storage* out) {
+  auto all = store.get("gloo/" + std::to_string(peer), deadline);
+  if (!all.ok() || size < 2 || all->size() % (size - 1) != 0) return false;
+  const size_t chunk = all->size() / (size - 1);
+  const size_t index = rank < peer ? rank : rank - 1;  // peers list every rank but themselves
+  std::vector<char> bytes(all->begin() + index * chunk, all->begin() + (index + 1) * chunk);
+  try {
+    *out = gloo::transport::tcp::Address(bytes).getSockaddr();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size, StoreClient& store,
+                              Deadline deadline) {
+  std::vector<sockaddr_storage> locals, remotes;
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    auto& pair = ctx.getPair(i);
+    if (!pair) continue;
+    const auto& self = static_cast<const gloo::transport::tcp::Address&>(pair->address());
+    locals.push_back(self.getSockaddr());
+    sockaddr_storage remote{};
+    if (peerAddress(store, i, rank, size, deadline, &remote)) remotes.push_back(remote);
+  }
+  PairSockets out;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return out;
+  while (dirent* ent = ::readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(ent->d_name, &end, 10);
+    if (*end != '\0' || fd == ::dirfd(dir)) continue;
+    struct stat st;
+    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, remote{};
+    socklen_t ll = sizeof(local), rl = sizeof(remote);
+    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+        ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&remote), &rl) != 0) {
+      continue;  // not connected (a listener, or something else)
+    }
+    bool ours = false;
+    for (const auto& l : locals) ours = ours || sameEndpoint(l, local);
+    for (const auto& r : remotes) ours = ours || sameEndpoint(r, remote);
+    if (ours) out.socks_.push_back({static_cast<int>(fd), st.st_ino});
+  }
+  ::closedir(dir);
+  return out;
+}
+
+void PairSockets::shutdownAll() const {
+  for (const auto& s : socks_) {
+    struct stat st;
+    if (::fstat(s.fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == s.inode) {
+      ::shutdown(s.fd, SHUT_RDWR);
+    }
+  }
+}
+
+bool PairSockets::allClosed() const {
+  for (const auto& s : socks_) {
+    struct stat st;
+    if (::fstat(s.fd, &st) == 0 && st.st_ino == s.inode) return false;
+  }
+  return true;
+}
+
+}  // namespace mw::detail
