@@ -1,0 +1,248 @@
+// Faults with real processes: SIGKILL and SIGSTOP of members, detection time, confinement.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "multiworld/multiworld.h"
+#include "support/child.h"
+#include "support/util.h"
+
+using namespace std::chrono_literals;
+using mw::test::Child;
+using mw::test::scaled;
+
+namespace {
+
+// This process as rank 0 of `name` (hosting its store), the other members as worker children.
+struct HostedWorld {
+  uint16_t port = 0;
+  mw::Work join;
+};
+
+HostedWorld hostWorld(mw::WorldManager& m, const std::string& name, int size,
+                      std::chrono::milliseconds hb = 1000ms) {
+  mw::WorldOptions o;
+  o.name = name;
+  o.rank = 0;
+  o.size = size;
+  o.heartbeat_timeout = hb;
+  HostedWorld h;
+  h.join = m.initWorldAsync(o, mw::deadlineIn(20s));
+  for (int i = 0; i < 5000 && h.port == 0; ++i) {
+    auto info = m.world(name);
+    if (info.ok()) h.port = info->store_port;
+    std::this_thread::sleep_for(1ms);
+  }
+  return h;
+}
+
+std::string joinArg(const std::string& name, int rank, int size, uint16_t port, long hb = 1000) {
+  return name + ":" + std::to_string(rank) + ":" + std::to_string(size) + ":" +
+         std::to_string(port) + ":" + std::to_string(hb);
+}
+
+std::unique_ptr<Child> worker(std::vector<std::string> args) {
+  args.insert(args.begin(), mw::test::workerPath());
+  auto c = std::make_unique<Child>(args);
+  return c;
+}
+
+// Waits for the first kBroken event of `world`.
+std::optional<mw::WorldEvent> brokenEvent(mw::Subscription& sub, const std::string& world,
+                                          std::chrono::milliseconds timeout) {
+  auto until = mw::deadlineIn(timeout);
+  while (auto e = sub.next(until)) {
+    if (e->kind == mw::WorldEvent::Kind::kBroken && e->world == world) return e;
+  }
+  return std::nullopt;
+}
+
+long msBetween(mw::Clock::time_point a, mw::Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+// Receives from rank 1 of `world` in a loop, counting messages, until stopped or broken.
+class Receiver {
+ public:
+  Receiver(mw::Communicator& c, std::string world) : buf_(65536) {
+    thread_ = std::jthread([this, &c, world](std::stop_token st) {
+      mw::Tensor t{buf_.data(), mw::DType::kUInt8, buf_.size(), mw::Device::cpu()};
+      while (!st.stop_requested()) {
+        if (!c.recv(world, t, 1).ok()) {
+          failed_ = true;
+          return;
+        }
+        ++count_;
+      }
+    });
+  }
+  long count() const { return count_.load(); }
+  bool failed() const { return failed_.load(); }
+
+ private:
+  std::vector<char> buf_;
+  std::atomic<long> count_{0};
+  std::atomic<bool> failed_{false};
+  std::jthread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("SIGKILL of a member breaks only its world, with an operation pending", "[runtime][fault]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  auto sub = m.subscribe();
+  auto a = hostWorld(m, "a", 2);
+  auto b = hostWorld(m, "b", 2);
+  auto x = worker({"--join", joinArg("a", 1, 2, a.port)});
+  auto y = worker({"--join", joinArg("b", 1, 2, b.port), "--send", "b:0:65536"});
+  REQUIRE(a.join.wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(b.join.wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(x->waitFor("ready", 20s));
+  Receiver rx(c, "b");
+  std::vector<float> buf(16);
+  auto pending = c.irecv("a", mw::Tensor::cpu(buf.data(), buf.size()), 1);
+  std::this_thread::sleep_for(200ms);
+  REQUIRE_FALSE(pending.test());
+
+  auto t0 = mw::Clock::now();
+  x->signal(SIGKILL);
+  auto e = brokenEvent(*sub, "a", 5s);
+  REQUIRE(e);
+  long ms = msBetween(t0, e->at);
+  INFO("detected after " << ms << " ms, cause " << mw::causeName(e->broken->cause) << ": "
+                         << e->broken->detail);
+  CHECK(ms <= scaled(100).count());
+  mw::Status s = pending.wait(mw::deadlineIn(1s));
+  CHECK(s.code() == mw::Code::kWorldBroken);
+  REQUIRE(s.broken());
+  CHECK(s.broken()->world == "a");
+
+  long before = rx.count();
+  std::this_thread::sleep_for(300ms);
+  CHECK(rx.count() > before);
+  CHECK_FALSE(rx.failed());
+  CHECK(m.world("b")->state == mw::WorldState::kHealthy);
+  CHECK(m.world("a")->state == mw::WorldState::kBroken);
+  CHECK_FALSE(brokenEvent(*sub, "b", 100ms));
+  y->signal(SIGKILL);
+}
+
+TEST_CASE("SIGKILL of an idle member breaks its world at every survivor", "[runtime][fault]") {
+  mw::WorldManager m;
+  auto sub = m.subscribe();
+  auto a = hostWorld(m, "a3", 3);
+  auto x = worker({"--join", joinArg("a3", 1, 3, a.port)});
+  auto z = worker({"--join", joinArg("a3", 2, 3, a.port)});
+  REQUIRE(a.join.wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(x->waitFor("ready", 20s));
+  REQUIRE(z->waitFor("ready", 20s));
+  std::this_thread::sleep_for(100ms);
+
+  auto t0 = mw::Clock::now();
+  x->signal(SIGKILL);
+  auto e = brokenEvent(*sub, "a3", 5s);
+  REQUIRE(e);
+  CHECK(msBetween(t0, e->at) <= scaled(100).count());
+  CHECK(e->broken->cause == mw::Cause::kPeerDied);
+  CHECK(e->broken->peer_rank == 1);
+  // The other survivor reports its own detection time on the shared monotonic clock.
+  auto line = z->waitFor("broken a3", 5s);
+  REQUIRE(line);
+  long long t_ns = std::stoll(line->substr(line->rfind(' ') + 1));
+  long z_ms = (t_ns - t0.time_since_epoch().count()) / 1000000;
+  INFO(*line);
+  CHECK(z_ms <= scaled(100).count());
+}
+
+TEST_CASE("SIGKILL of the member hosting the store breaks the world at the others", "[runtime][fault]") {
+  mw::WorldManager m;
+  auto sub = m.subscribe();
+  auto keep = hostWorld(m, "keep", 2);
+  uint16_t port = mw::test::freePort();
+  auto x = worker({"--join", joinArg("c", 0, 2, port)});
+  auto y = worker({"--join", joinArg("keep", 1, 2, keep.port)});
+  mw::WorldOptions o;
+  o.name = "c";
+  o.rank = 1;
+  o.size = 2;
+  o.store.port = port;
+  REQUIRE(m.initWorld(o, mw::deadlineIn(20s)).ok());
+  REQUIRE(keep.join.wait(mw::deadlineIn(20s)).ok());
+  auto t0 = mw::Clock::now();
+  x->signal(SIGKILL);
+  auto e = brokenEvent(*sub, "c", 5s);
+  REQUIRE(e);
+  CHECK(msBetween(t0, e->at) <= scaled(100).count());
+  CHECK(e->broken->peer_rank == 0);
+  CHECK(m.world("keep")->state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("SIGSTOP of a member breaks its world after the heartbeat timeout", "[runtime][fault]") {
+  const long hb = 500;
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  auto sub = m.subscribe();
+  auto a = hostWorld(m, "s", 2, std::chrono::milliseconds(hb));
+  auto b = hostWorld(m, "t", 2);
+  auto x = worker({"--join", joinArg("s", 1, 2, a.port, hb)});
+  auto y = worker({"--join", joinArg("t", 1, 2, b.port), "--send", "t:0:65536"});
+  REQUIRE(a.join.wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(b.join.wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(x->waitFor("ready", 20s));
+  Receiver rx(c, "t");
+  std::this_thread::sleep_for(200ms);
+
+  auto t0 = mw::Clock::now();
+  x->signal(SIGSTOP);
+  auto e = brokenEvent(*sub, "s", 5s);
+  REQUIRE(e);
+  long ms = msBetween(t0, e->at);
+  INFO("detected after " << ms << " ms: " << e->broken->detail);
+  CHECK(ms >= hb * 9 / 10);
+  CHECK(ms <= hb + scaled(250).count());
+  CHECK(e->broken->cause == mw::Cause::kPeerSilent);
+
+  // Resuming the member revives nothing: it sees its own world broken, ours stays broken.
+  x->signal(SIGCONT);
+  auto line = x->waitFor("broken s", 5s);
+  CHECK(line);
+  std::this_thread::sleep_for(200ms);
+  CHECK(m.world("s")->state == mw::WorldState::kBroken);
+  CHECK(m.world("t")->state == mw::WorldState::kHealthy);
+  CHECK_FALSE(rx.failed());
+  CHECK_FALSE(brokenEvent(*sub, "t", 50ms));
+
+  // The name can be used again at once, with a replacement member.
+  REQUIRE(m.removeWorld("s").ok());
+  auto again = hostWorld(m, "s", 2, std::chrono::milliseconds(hb));
+  auto x2 = worker({"--join", joinArg("s", 1, 2, again.port, hb)});
+  REQUIRE(again.join.wait(mw::deadlineIn(20s)).ok());
+  CHECK(m.world("s")->generation == 2);
+  CHECK(m.world("s")->state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("SIGSTOP of the store host breaks the world at the others", "[runtime][fault]") {
+  const long hb = 300;
+  mw::WorldManager m;
+  auto sub = m.subscribe();
+  uint16_t port = mw::test::freePort();
+  auto x = worker({"--join", joinArg("h", 0, 2, port, hb)});
+  mw::WorldOptions o;
+  o.name = "h";
+  o.rank = 1;
+  o.size = 2;
+  o.store.port = port;
+  o.heartbeat_timeout = std::chrono::milliseconds(hb);
+  REQUIRE(m.initWorld(o, mw::deadlineIn(20s)).ok());
+  std::this_thread::sleep_for(100ms);
+  auto t0 = mw::Clock::now();
+  x->signal(SIGSTOP);
+  auto e = brokenEvent(*sub, "h", 5s);
+  REQUIRE(e);
+  long ms = msBetween(t0, e->at);
+  CHECK(ms >= hb * 9 / 10);
+  CHECK(ms <= hb + scaled(250).count());
+  x->signal(SIGCONT);
+}

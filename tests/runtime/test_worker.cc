@@ -1,0 +1,113 @@
+// mw_test_worker: a member process for the fault tests. It joins worlds, optionally drives traffic
+// in them, and reports on stdout, one line each:
+//   ready                                   every world joined
+//   joinfail <world> <status>               a world could not be joined
+//   broken <world> <cause> <peer> <t_ns>    a world broke (t_ns: steady clock, comparable across
+//                                           processes on Linux)
+//   traffic <world> <ok_ops> <status>       a traffic loop ended
+// Usage: mw_test_worker --join NAME:RANK:SIZE:PORT[:HEARTBEAT_MS] ...
+//                       [--send NAME:PEER:BYTES] [--recv NAME:PEER:BYTES] [--exit-after-ms N]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+
+namespace {
+
+std::mutex out_mu;
+
+void say(const std::string& line) {
+  std::lock_guard lock(out_mu);
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  for (std::string p; std::getline(in, p, sep);) parts.push_back(p);
+  return parts;
+}
+
+struct Traffic {
+  bool send;
+  std::string world;
+  int peer;
+  size_t bytes;
+};
+
+void runTraffic(mw::Communicator& comm, const Traffic& t) {
+  std::vector<char> buf(t.bytes, 1);
+  auto tensor = mw::Tensor{buf.data(), mw::DType::kUInt8, buf.size(), mw::Device::cpu()};
+  long ok = 0;
+  mw::Status s;
+  for (;;) {
+    s = t.send ? comm.send(t.world, tensor, t.peer) : comm.recv(t.world, tensor, t.peer);
+    if (!s.ok()) break;
+    ++ok;
+  }
+  say("traffic " + t.world + " " + std::to_string(ok) + " " + mw::codeName(s.code()));
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "mw_test_worker: %s\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<mw::WorldOptions> joins;
+  std::vector<Traffic> traffic;
+  long exit_after_ms = 600000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], val = argv[i + 1];
+    auto p = split(val, ':');
+    if (flag == "--join" && (p.size() == 4 || p.size() == 5)) {
+      mw::WorldOptions o;
+      o.name = p[0];
+      o.rank = std::atoi(p[1].c_str());
+      o.size = std::atoi(p[2].c_str());
+      o.store.port = static_cast<uint16_t>(std::atoi(p[3].c_str()));
+      if (p.size() == 5) o.heartbeat_timeout = std::chrono::milliseconds(std::atoi(p[4].c_str()));
+      joins.push_back(o);
+    } else if ((flag == "--send" || flag == "--recv") && p.size() == 3) {
+      traffic.push_back({flag == "--send", p[0], std::atoi(p[1].c_str()),
+                         static_cast<size_t>(std::atoll(p[2].c_str()))});
+    } else if (flag == "--exit-after-ms") {
+      exit_after_ms = std::atol(val.c_str());
+    } else {
+      return usage(("bad argument " + flag + " " + val).c_str());
+    }
+  }
+  mw::WorldManager manager;
+  mw::Communicator comm(manager);
+  auto events = manager.subscribe();
+  std::vector<mw::Work> pending;
+  for (const auto& o : joins) pending.push_back(manager.initWorldAsync(o, mw::deadlineIn(std::chrono::seconds(20))));
+  for (size_t i = 0; i < joins.size(); ++i) {
+    mw::Status s = pending[i].wait();
+    if (!s.ok()) say("joinfail " + joins[i].name + " " + s.toString());
+  }
+  say("ready");
+  std::vector<std::thread> loops;
+  for (const auto& t : traffic) loops.emplace_back(runTraffic, std::ref(comm), t);
+  auto until = mw::deadlineIn(std::chrono::milliseconds(exit_after_ms));
+  while (mw::Clock::now() < until) {
+    auto e = events->next(std::min(until, mw::deadlineIn(std::chrono::milliseconds(100))));
+    if (e && e->kind == mw::WorldEvent::Kind::kBroken) {
+      say("broken " + e->world + " " + mw::causeName(e->broken->cause) + " " +
+          std::to_string(e->broken->peer_rank) + " " +
+          std::to_string(e->broken->detected_at.time_since_epoch().count()));
+    }
+  }
+  for (const auto& o : joins) manager.removeWorld(o.name).ignore();
+  for (auto& t : loops) t.join();
+  return 0;
+}

@@ -1,0 +1,55 @@
+// Test support: ports, descriptor and thread counts, time scaling for sanitizer builds.
+#pragma once
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+namespace mw::test {
+
+// A TCP port that was free a moment ago on 127.0.0.1.
+inline uint16_t freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline int countEntries(const char* dir) {
+  int n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
+inline int openFds() { return countEntries("/proc/self/fd") - 1; }  // minus opendir's own
+inline int threadCount() { return countEntries("/proc/self/task"); }
+
+// Time bounds are multiplied by MW_TEST_TIME_SCALE (sanitizer builds run slower).
+inline double timeScale() {
+  const char* s = std::getenv("MW_TEST_TIME_SCALE");
+  double v = s ? std::atof(s) : 1.0;
+  return v > 0 ? v : 1.0;
+}
+inline std::chrono::milliseconds scaled(long ms) {
+  return std::chrono::milliseconds(static_cast<long>(ms * timeScale()));
+}
+
+// Path of the test worker binary (set by CTest; falls back to the build layout).
+inline std::string workerPath() {
+  const char* p = std::getenv("MW_TEST_WORKER");
+  return p ? p : "./tests/runtime/mw_test_worker";
+}
+
+}  // namespace mw::test
