@@ -1,0 +1,120 @@
+// Bad input gets a clear error, never a crash or a hang.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "multiworld/multiworld.h"
+#include "support/local_worlds.h"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+namespace {
+
+mw::WorldOptions opts(const std::string& name, int rank, int size, uint16_t port = 0) {
+  mw::WorldOptions o;
+  o.name = name;
+  o.rank = rank;
+  o.size = size;
+  o.store.port = port;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("world options are validated with messages naming the field", "[runtime][badinput]") {
+  mw::WorldManager m;
+  auto check = [&](mw::WorldOptions o, const std::string& part) {
+    mw::Status s = m.initWorld(o, mw::deadlineIn(1s));
+    CHECK(s.code() == mw::Code::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains(part));
+  };
+  check(opts("w", 2, 2), "rank 2 is out of range for size 2");
+  check(opts("w", -1, 2), "rank -1");
+  check(opts("w", 0, 0), "size 0");
+  check(opts("", 0, 1), "world name");
+  check(opts("bad name", 0, 1), "world name 'bad name'");
+  auto o = opts("w", 0, 1);
+  o.heartbeat_timeout = 10ms;
+  check(o, "heartbeat_timeout 10 ms");
+  o = opts("w", 1, 2, 0);
+  check(o, "store port 0");
+  CHECK(m.worlds().empty());
+}
+
+TEST_CASE("members that disagree on the world's size are refused", "[runtime][badinput]") {
+  mw::WorldManager m0, m1;
+  auto j0 = m0.initWorldAsync(opts("sz", 0, 2), mw::deadlineIn(2s));
+  uint16_t port = mw::test::LocalWorld::waitForPort(m0, "sz");
+  REQUIRE(port != 0);
+  mw::Status s = m1.initWorld(opts("sz", 1, 3, port), mw::deadlineIn(2s));
+  CHECK(s.code() == mw::Code::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("size"));
+  CHECK_THAT(s.message(), Contains("2"));
+  CHECK_THAT(s.message(), Contains("3"));
+  // Rank 0 waits for a second member that never comes, until its deadline.
+  CHECK(j0.wait(mw::deadlineIn(5s)).code() == mw::Code::kTimeout);
+  CHECK(m0.worlds().empty());
+}
+
+TEST_CASE("two members claiming the same rank: the second is refused", "[runtime][badinput]") {
+  mw::WorldManager m0, m1, m2;
+  auto o = opts("dup", 0, 3);
+  auto j0 = m0.initWorldAsync(o, mw::deadlineIn(3s));
+  uint16_t port = mw::test::LocalWorld::waitForPort(m0, "dup");
+  auto j1 = m1.initWorldAsync(opts("dup", 1, 3, port), mw::deadlineIn(3s));
+  std::this_thread::sleep_for(200ms);
+  mw::Status s = m2.initWorld(opts("dup", 1, 3, port), mw::deadlineIn(3s));
+  CHECK(s.code() == mw::Code::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("rank 1 already joined"));
+  CHECK(j0.wait(mw::deadlineIn(5s)).code() == mw::Code::kTimeout);
+  CHECK(j1.wait(mw::deadlineIn(5s)).code() == mw::Code::kTimeout);
+}
+
+TEST_CASE("a wrong store token is refused", "[runtime][badinput]") {
+  mw::WorldManager m0, m1;
+  auto o = opts("tok", 0, 2);
+  o.token = "secret";
+  auto j0 = m0.initWorldAsync(o, mw::deadlineIn(2s));
+  uint16_t port = mw::test::LocalWorld::waitForPort(m0, "tok");
+  auto o1 = opts("tok", 1, 2, port);
+  o1.token = "guess";
+  mw::Status s = m1.initWorld(o1, mw::deadlineIn(2s));
+  CHECK(s.code() == mw::Code::kPermissionDenied);
+  CHECK(j0.wait(mw::deadlineIn(5s)).code() == mw::Code::kTimeout);
+}
+
+TEST_CASE("operations on unknown, joining or broken worlds fail at once", "[runtime][badinput]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  float x = 0;
+  auto t = mw::Tensor::cpu(&x, 1);
+  CHECK(c.allReduce("nope", t).wait(mw::deadlineIn(1s)).code() == mw::Code::kNotFound);
+  CHECK(m.removeWorld("nope").code() == mw::Code::kNotFound);
+  CHECK(m.world("nope").status().code() == mw::Code::kNotFound);
+
+  mw::test::LocalWorld w("br", 2);
+  REQUIRE(w.status().ok());
+  REQUIRE(w.manager(1).removeWorld("br").ok());
+  for (int i = 0; i < 2000 && w.manager(0).world("br")->state != mw::WorldState::kBroken; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  auto s = w.comm(0).allReduce("br", t).wait(mw::deadlineIn(1s));
+  CHECK(s.code() == mw::Code::kWorldBroken);
+  REQUIRE(s.broken());
+  CHECK(s.broken()->world == "br");
+  CHECK_THAT(s.message(), Contains("br"));
+  // The removed member no longer knows the world.
+  CHECK(w.comm(1).allReduce("br", t).wait(mw::deadlineIn(1s)).code() == mw::Code::kNotFound);
+}
+
+TEST_CASE("a store that cannot be reached times out at the deadline", "[runtime][badinput]") {
+  mw::WorldManager m;
+  auto o = opts("far", 1, 2, 1);  // nothing listens on port 1
+  auto t0 = mw::Clock::now();
+  mw::Status s = m.initWorld(o, mw::deadlineIn(300ms));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(mw::Clock::now() - t0).count();
+  CHECK(s.code() == mw::Code::kTimeout);
+  CHECK(ms < 2000);
+  CHECK(m.worlds().empty());
+}
