@@ -2,6 +2,7 @@
 #pragma once
 
 #include "multiworld/communicator.h"
+#include "multiworld/config.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
 #include "multiworld/tensor.h"
