@@ -1,0 +1,141 @@
+// MemberLink: a member's liveness connection to its world's store. After the blocking join the
+// socket is only used without blocking: heartbeats and BROKEN reports go through a small output
+// buffer (a partial write is finished on the next call, so the frame stream stays intact), and
+// readNotices parses whatever complete frames have arrived.
+#include <cstdint>
+
+#include "multiworld/store.h"
+#include "store/socket.h"
+#include "store/wire.h"
+
+namespace mw {
+namespace store {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr size_t kMaxDetailBytes = 4096;
+constexpr size_t kMaxOutBytes = 64u << 10;  // reports beyond this are dropped, never block
+constexpr size_t kMaxNoticeFrameBytes = 1u << 20;
+
+class Link final : public MemberLink {
+ public:
+  Link(Fd fd, milliseconds interval, milliseconds timeout)
+      : io_(std::move(fd), kMaxNoticeFrameBytes), interval_(interval), timeout_(timeout) {}
+
+  int fd() const override { return io_.fd(); }
+  milliseconds heartbeatInterval() const override { return interval_; }
+  milliseconds heartbeatTimeout() const override { return timeout_; }
+  Clock::time_point lastHeard() const override { return last_heard_; }
+
+  Status sendHeartbeat() override {
+    if (!error_.ok()) return error_;
+    flush();
+    // A backlog means the socket buffer is full: skip this beat rather than queue beats up.
+    if (error_.ok() && io_.pending() == 0) {
+      io_.queue(encodeFrame(msg::Heartbeat{}));
+      flush();
+    }
+    return error_;
+  }
+
+  Status reportBroken(Cause cause, const std::string& detail) override {
+    if (!error_.ok()) return error_;
+    std::string frame = encodeFrame(msg::Broken{cause, detail.substr(0, kMaxDetailBytes)});
+    if (io_.pending() + frame.size() <= kMaxOutBytes) io_.queue(frame);
+    flush();
+    return error_;
+  }
+
+  Result<std::vector<MemberNotice>> readNotices() override {
+    if (!error_.ok()) return error_;
+    size_t got = 0;
+    Status read = io_.readAvailable(SIZE_MAX, true, &got);
+    std::vector<MemberNotice> notices;
+    std::string payload;
+    while (error_.ok()) {
+      auto next = io_.in().next(&payload);
+      if (!next.ok()) fail("store sent a bad frame: " + next.status().message());
+      if (!next.ok() || !*next) break;
+      last_heard_ = Clock::now();
+      handleFrame(payload, &notices);
+    }
+    if (!read.ok()) fail("connection to the store " + read.message());
+    // Notices that arrived before the close are delivered first; the error follows next call.
+    if (!error_.ok() && notices.empty()) return error_;
+    return notices;
+  }
+
+  void markJoined() { last_heard_ = Clock::now(); }
+
+ private:
+  void fail(const std::string& why) {
+    if (error_.ok()) error_ = Status(Code::kIoError, "member link: " + why);
+  }
+
+  void flush() {
+    Status sent = io_.flush();
+    if (!sent.ok()) fail("connection to the store " + sent.message());
+  }
+
+  void handleFrame(const std::string& payload, std::vector<MemberNotice>* notices) {
+    auto m = decodePayload(payload);
+    if (!m.ok()) return fail("store sent a bad frame: " + m.status().message());
+    if (std::holds_alternative<msg::Ping>(*m)) return;
+    if (auto* n = std::get_if<msg::Notice>(&*m)) {
+      notices->push_back(MemberNotice{static_cast<int>(n->rank), n->cause, n->detail});
+      return;
+    }
+    if (auto* e = std::get_if<msg::Error>(&*m)) return fail("store sent an error: " + e->message);
+    fail(std::string("unexpected ") + msgTypeName(typeOf(*m)) + " frame from the store");
+  }
+
+  FramedConn io_;
+  const milliseconds interval_;
+  const milliseconds timeout_;
+  Status error_;  // sticky: the first failure
+  Clock::time_point last_heard_{};
+};
+
+Result<msg::JoinOk> sendJoin(int fd, const std::string& world, int size, int rank,
+                             Deadline deadline) {
+  MW_RETURN_IF_ERROR(sendAll(fd, encodeFrame(msg::MemberJoin{world, size, rank}), deadline));
+  auto payload = recvFrame(fd, kMaxReplyBytes, deadline);
+  if (!payload.ok()) return payload.status();
+  auto reply = decodePayload(*payload);
+  if (!reply.ok()) return reply.status();
+  if (auto* e = std::get_if<msg::Error>(&*reply)) return Status(e->code, e->message);
+  auto* ok = std::get_if<msg::JoinOk>(&*reply);
+  if (ok == nullptr || ok->heartbeat_interval_ms <= 0 || ok->heartbeat_timeout_ms <= 0) {
+    return Status(Code::kIoError, std::string("unexpected ") + msgTypeName(typeOf(*reply)) +
+                                      " reply to MEMBER_JOIN");
+  }
+  return *ok;
+}
+
+}  // namespace
+}  // namespace store
+
+Result<std::unique_ptr<MemberLink>> MemberLink::join(const StoreAddress& address,
+                                                     const std::string& token,
+                                                     const std::string& world, int size, int rank,
+                                                     Deadline deadline) {
+  if (world.size() > store::kMaxKeyBytes) {
+    return Status(Code::kInvalidArgument, "world name is longer than 4096 bytes");
+  }
+  auto fd = store::connectAndGreet(address, token, deadline);
+  if (!fd.ok()) return fd.status();
+  auto joined = store::sendJoin(fd->get(), world, size, rank, deadline);
+  if (!joined.ok()) {
+    Status s = joined.status();
+    return Status(s.code(), "joining world '" + world + "' as rank " + std::to_string(rank) +
+                                " at store " + address.str() + ": " + s.message());
+  }
+  auto link = std::make_unique<store::Link>(
+      std::move(*fd), std::chrono::milliseconds(joined->heartbeat_interval_ms),
+      std::chrono::milliseconds(joined->heartbeat_timeout_ms));
+  link->markJoined();
+  return std::unique_ptr<MemberLink>(std::move(link));
+}
+
+}  // namespace mw

@@ -1,0 +1,327 @@
+#include "store/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "store/wire.h"
+
+namespace mw {
+
+std::string StoreAddress::str() const { return host + ":" + std::to_string(port); }
+
+Result<StoreAddress> parseStoreAddress(const std::string& text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status(Code::kInvalidArgument, "store address '" + text + "' is not host:port");
+  }
+  std::string port_text = text.substr(colon + 1);
+  bool digits =
+      !port_text.empty() && port_text.size() <= 5 &&
+      std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  int port = digits ? std::stoi(port_text) : 0;
+  if (port < 1 || port > 65535) {
+    return Status(Code::kInvalidArgument,
+                  "store address '" + text + "' has port '" + port_text + "', expected 1..65535");
+  }
+  StoreAddress address;
+  address.host = text.substr(0, colon);
+  address.port = static_cast<uint16_t>(port);
+  return address;
+}
+
+namespace store {
+namespace {
+
+// Connect failures worth retrying until the deadline: the server may not listen yet.
+bool isTransient(int err) {
+  return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH ||
+         err == ENETUNREACH || err == EAGAIN || err == EINTR || err == ECONNABORTED;
+}
+
+timespec toTimespec(Clock::duration d) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  if (ns < 0) ns = 0;
+  return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+sockaddr_in makeAddr(in_addr ip, uint16_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr = ip;
+  sa.sin_port = htons(port);
+  return sa;
+}
+
+// One non-blocking connect attempt. Returns 0 and sets *out, an errno, or -1 when the deadline
+// passed first.
+int connectOnce(const sockaddr_in& sa, Deadline deadline, Fd* out) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return errno;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    if (errno != EINPROGRESS) return errno;
+    Status ready = waitReady(fd.get(), POLLOUT, deadline);
+    if (!ready.ok()) return ready.code() == Code::kTimeout ? -1 : EIO;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+    if (err != 0) return err;
+  }
+  *out = std::move(fd);
+  return 0;
+}
+
+}  // namespace
+
+Fd& Fd::operator=(Fd&& other) noexcept {
+  if (this != &other) reset(other.release());
+  return *this;
+}
+
+int Fd::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void Fd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::string errnoText(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+Status setNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return Status(Code::kIoError, "cannot make socket non-blocking: " + errnoText(errno));
+  }
+  return Status::Ok();
+}
+
+Status setNoDelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return Status(Code::kIoError, "cannot set TCP_NODELAY: " + errnoText(errno));
+  }
+  return Status::Ok();
+}
+
+Result<in_addr> resolveIpv4(const std::string& host) {
+  in_addr ip{};
+  if (::inet_pton(AF_INET, host.c_str(), &ip) == 1) return ip;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &list);
+  if (rc != 0 || list == nullptr) {
+    return Status(Code::kInvalidArgument,
+                  "cannot resolve host '" + host + "': " + ::gai_strerror(rc));
+  }
+  ip = reinterpret_cast<const sockaddr_in*>(list->ai_addr)->sin_addr;
+  ::freeaddrinfo(list);
+  return ip;
+}
+
+Result<Fd> connectTcp(const StoreAddress& address, Deadline deadline) {
+  auto ip = resolveIpv4(address.host);
+  if (!ip.ok()) return ip.status();
+  sockaddr_in sa = makeAddr(*ip, address.port);
+  int last = 0;
+  while (true) {
+    Fd fd;
+    int err = connectOnce(sa, deadline, &fd);
+    if (err == 0) {
+      MW_RETURN_IF_ERROR(setNoDelay(fd.get()));
+      return fd;
+    }
+    if (err > 0) last = err;
+    if (err > 0 && !isTransient(err)) {
+      return Status(Code::kIoError,
+                    "cannot connect to store " + address.str() + ": " + errnoText(err));
+    }
+    if (err < 0 || Clock::now() >= deadline) {
+      return Status(Code::kTimeout, "could not connect to store " + address.str() +
+                                        " before the deadline" +
+                                        (last ? ": last error " + errnoText(last) : ""));
+    }
+    // The server may not listen yet; retry soon, but never sleep past the deadline.
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - Clock::now()));
+  }
+}
+
+Result<Fd> listenTcp(const std::string& host, uint16_t port, int backlog) {
+  std::string where = host + ":" + std::to_string(port);
+  auto ip = resolveIpv4(host);
+  if (!ip.ok()) return ip.status();
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status(Code::kIoError, "cannot create socket: " + errnoText(errno));
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in sa = makeAddr(*ip, port);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return Status(Code::kIoError, "cannot bind store address " + where + ": " + errnoText(errno));
+  }
+  if (::listen(fd.get(), backlog) != 0) {
+    return Status(Code::kIoError, "cannot listen on " + where + ": " + errnoText(errno));
+  }
+  return fd;
+}
+
+Result<uint16_t> localPort(int fd) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof(sa);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    return Status(Code::kIoError, "getsockname failed: " + errnoText(errno));
+  }
+  return static_cast<uint16_t>(ntohs(sa.sin_port));
+}
+
+Status waitReady(int fd, short events, Deadline deadline) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    timespec ts = toTimespec(deadline - Clock::now());
+    int rc = ::ppoll(&p, 1, &ts, nullptr);
+    if (rc > 0) return Status::Ok();  // errors and hangups surface in the following call
+    if (rc < 0 && errno != EINTR) {
+      return Status(Code::kIoError, "poll failed: " + errnoText(errno));
+    }
+    if (rc == 0 && Clock::now() >= deadline) {
+      return Status(Code::kTimeout, "deadline passed while waiting for the store");
+    }
+  }
+}
+
+Status sendAll(int fd, std::string_view data, Deadline deadline) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      MW_RETURN_IF_ERROR(waitReady(fd, POLLOUT, deadline));
+    } else if (n < 0 && errno != EINTR) {
+      return Status(Code::kIoError, "send failed: " + errnoText(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+Status recvExact(int fd, char* data, size_t size, Deadline deadline) {
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = ::recv(fd, data + got, size - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return Status(Code::kIoError, "connection closed by the peer");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      MW_RETURN_IF_ERROR(waitReady(fd, POLLIN, deadline));
+    } else if (errno != EINTR) {
+      return Status(Code::kIoError, "recv failed: " + errnoText(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::string> recvFrame(int fd, size_t max_payload, Deadline deadline) {
+  char header[kFrameHeaderBytes];
+  MW_RETURN_IF_ERROR(recvExact(fd, header, sizeof(header), deadline));
+  uint32_t length = loadU32(header);
+  if (length == 0 || length > max_payload) {
+    return Status(Code::kRemoteError, "received a frame of " + std::to_string(length) +
+                                          " bytes (limit " + std::to_string(max_payload) + ")");
+  }
+  // Grow in steps so a bogus length costs memory only for bytes that really arrive.
+  constexpr size_t kStep = 1u << 20;
+  std::string payload;
+  while (payload.size() < length) {
+    size_t old = payload.size();
+    payload.resize(std::min<size_t>(length, old + kStep));
+    MW_RETURN_IF_ERROR(recvExact(fd, payload.data() + old, payload.size() - old, deadline));
+  }
+  return payload;
+}
+
+Status FramedConn::flush() {
+  while (pending() > 0) {
+    ssize_t n = ::send(fd_.get(), out_.data() + out_sent_, pending(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      out_sent_ += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else if (n < 0 && errno != EINTR) {
+      return Status(Code::kIoError, "failed: " + errnoText(errno));
+    }
+  }
+  if (pending() == 0) {
+    out_.clear();
+    out_sent_ = 0;
+  } else if (out_sent_ > (64u << 10)) {
+    out_.erase(0, out_sent_);
+    out_sent_ = 0;
+  }
+  return Status::Ok();
+}
+
+Status FramedConn::readAvailable(size_t budget, bool keep, size_t* got) {
+  char buf[64 * 1024];
+  *got = 0;
+  while (*got < budget) {
+    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      *got += static_cast<size_t>(n);
+      if (keep) in_.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return Status(Code::kIoError, "closed");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      return Status(Code::kIoError, "failed: " + errnoText(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<Fd> connectAndGreet(const StoreAddress& address, const std::string& token,
+                           Deadline deadline) {
+  if (token.size() > kMaxKeyBytes) {
+    return Status(Code::kInvalidArgument, "store token is longer than 4096 bytes");
+  }
+  auto fd = connectTcp(address, deadline);
+  if (!fd.ok()) return fd.status();
+  auto prefix = [&](const Status& s) {
+    return Status(s.code() == Code::kTimeout ? Code::kTimeout : Code::kIoError,
+                  "store " + address.str() + ": greeting failed: " + s.message());
+  };
+  Status sent = sendAll(fd->get(), encodeFrame(msg::Hello{kProtocolVersion, token}), deadline);
+  if (!sent.ok()) return prefix(sent);
+  auto payload = recvFrame(fd->get(), kMaxReplyBytes, deadline);
+  if (!payload.ok()) return prefix(payload.status());
+  auto reply = decodePayload(*payload);
+  if (!reply.ok()) return prefix(reply.status());
+  if (auto* error = std::get_if<msg::Error>(&*reply)) {
+    return Status(error->code, "store " + address.str() + ": " + error->message);
+  }
+  if (!std::holds_alternative<msg::Ok>(*reply)) {
+    return prefix(
+        Status(Code::kIoError, std::string("unexpected reply ") + msgTypeName(typeOf(*reply))));
+  }
+  return fd;
+}
+
+}  // namespace store
+}  // namespace mw

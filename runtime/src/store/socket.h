@@ -1,0 +1,111 @@
+// Small POSIX socket helpers for the store: an owning fd, IPv4 TCP connect/listen, and deadline-
+// bounded send/receive.
+//
+// Every fd is created close-on-exec; every send uses MSG_NOSIGNAL (a closed peer gives EPIPE, never
+// SIGPIPE). Sockets returned here are non-blocking; the blocking helpers wait with poll() and never
+// past their deadline.
+//
+// Thread rules: an Fd is a value owned by one thread at a time; the functions are thread-safe.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "multiworld/status.h"
+#include "multiworld/store.h"
+#include "store/wire.h"
+
+namespace mw::store {
+
+// Owns a file descriptor and closes it on destruction. Move-only.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+  // Closes the current fd (if any) and takes `fd`.
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// "strerror text (errno N)".
+std::string errnoText(int err);
+
+Status setNonBlocking(int fd);
+Status setNoDelay(int fd);
+
+// Resolves `host` (dotted IPv4 or a name) to an IPv4 address. kInvalidArgument when it cannot be
+// resolved. Name resolution may block briefly (getaddrinfo has no deadline).
+Result<in_addr> resolveIpv4(const std::string& host);
+
+// Connects to `address`, retrying refused (and other transient) failures until `deadline`. Never
+// blocks past the deadline. Returns a non-blocking socket with TCP_NODELAY. kTimeout when the
+// deadline passed, kIoError (naming the address and errno) for a permanent failure.
+Result<Fd> connectTcp(const StoreAddress& address, Deadline deadline);
+
+// A non-blocking listening socket bound to host:port (port 0 picks one) with SO_REUSEADDR.
+// kIoError naming the address and errno when it cannot be bound.
+Result<Fd> listenTcp(const std::string& host, uint16_t port, int backlog);
+// The local port of a bound socket.
+Result<uint16_t> localPort(int fd);
+
+// Waits until `fd` reports one of `events` (or an error/hangup). kTimeout at the deadline.
+Status waitReady(int fd, short events, Deadline deadline);
+
+// Sends every byte of `data` on a non-blocking socket. kTimeout at the deadline, kIoError when the
+// connection fails.
+Status sendAll(int fd, std::string_view data, Deadline deadline);
+// Receives exactly `size` bytes. kTimeout at the deadline, kIoError on EOF or failure.
+Status recvExact(int fd, char* data, size_t size, Deadline deadline);
+// Receives one length-prefixed frame and returns its payload. kRemoteError when the declared
+// length is zero or above `max_payload`; memory grows only as bytes actually arrive.
+Result<std::string> recvFrame(int fd, size_t max_payload, Deadline deadline);
+
+// A non-blocking connected socket with an incoming frame splitter and an outgoing byte queue, so a
+// partial write never corrupts the frame stream. Nothing here blocks. Thread rules: one thread at a
+// time.
+class FramedConn {
+ public:
+  FramedConn(Fd fd, size_t max_frame_bytes) : fd_(std::move(fd)), in_(max_frame_bytes) {}
+
+  int fd() const { return fd_.get(); }
+  FrameReader& in() { return in_; }
+  const FrameReader& in() const { return in_; }
+  // Bytes queued but not yet accepted by the kernel.
+  size_t pending() const { return out_.size() - out_sent_; }
+  // Queues `bytes` behind what is pending; flush() sends them.
+  void queue(std::string_view bytes) { out_.append(bytes); }
+  // Sends what the socket accepts now. kIoError "failed: <errno>" when the connection broke.
+  Status flush();
+  // Reads what is available (at most about `budget` bytes) into in(), or drops it when `keep` is
+  // false, and sets `*got` to the byte count. kIoError "closed" at EOF, "failed: <errno>" on error.
+  Status readAvailable(size_t budget, bool keep, size_t* got);
+
+ private:
+  Fd fd_;
+  FrameReader in_;
+  std::string out_;  // the unsent bytes start at out_sent_
+  size_t out_sent_ = 0;
+};
+
+// Connects (as connectTcp) and performs the store greeting: sends HELLO with `token` and waits for
+// OK. The server's ERROR code is returned as is (kPermissionDenied for a wrong token, kUnavailable
+// when the store is full); kTimeout/kIoError when the greeting cannot complete.
+Result<Fd> connectAndGreet(const StoreAddress& address, const std::string& token,
+                           Deadline deadline);
+
+}  // namespace mw::store
