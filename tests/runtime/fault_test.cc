@@ -6,6 +6,7 @@
 
 #include "multiworld/multiworld.h"
 #include "support/child.h"
+#include "support/local_worlds.h"
 #include "support/util.h"
 
 using namespace std::chrono_literals;
@@ -20,20 +21,22 @@ struct HostedWorld {
   mw::Work join;
 };
 
-HostedWorld hostWorld(mw::WorldManager& m, const std::string& name, int size,
-                      std::chrono::milliseconds hb = 1000ms) {
+mw::WorldOptions options(const std::string& name, int rank, int size, uint16_t port,
+                         std::chrono::milliseconds hb = 1000ms) {
   mw::WorldOptions o;
   o.name = name;
-  o.rank = 0;
+  o.rank = rank;
   o.size = size;
+  o.store.port = port;
   o.heartbeat_timeout = hb;
+  return o;
+}
+
+HostedWorld hostWorld(mw::WorldManager& m, const std::string& name, int size,
+                      std::chrono::milliseconds hb = 1000ms) {
   HostedWorld h;
-  h.join = m.initWorldAsync(o, mw::deadlineIn(20s));
-  for (int i = 0; i < 5000 && h.port == 0; ++i) {
-    auto info = m.world(name);
-    if (info.ok()) h.port = info->store_port;
-    std::this_thread::sleep_for(1ms);
-  }
+  h.join = m.initWorldAsync(options(name, 0, size, 0, hb), mw::deadlineIn(20s));
+  h.port = mw::test::LocalWorld::waitForPort(m, name);
   return h;
 }
 
@@ -163,12 +166,7 @@ TEST_CASE("SIGKILL of the member hosting the store breaks the world at the other
   uint16_t port = mw::test::freePort();
   auto x = worker({"--join", joinArg("c", 0, 2, port)});
   auto y = worker({"--join", joinArg("keep", 1, 2, keep.port)});
-  mw::WorldOptions o;
-  o.name = "c";
-  o.rank = 1;
-  o.size = 2;
-  o.store.port = port;
-  REQUIRE(m.initWorld(o, mw::deadlineIn(20s)).ok());
+  REQUIRE(m.initWorld(options("c", 1, 2, port), mw::deadlineIn(20s)).ok());
   REQUIRE(keep.join.wait(mw::deadlineIn(20s)).ok());
   auto t0 = mw::Clock::now();
   x->signal(SIGKILL);
@@ -229,13 +227,8 @@ TEST_CASE("SIGSTOP of the store host breaks the world at the others", "[runtime]
   auto sub = m.subscribe();
   uint16_t port = mw::test::freePort();
   auto x = worker({"--join", joinArg("h", 0, 2, port, hb)});
-  mw::WorldOptions o;
-  o.name = "h";
-  o.rank = 1;
-  o.size = 2;
-  o.store.port = port;
-  o.heartbeat_timeout = std::chrono::milliseconds(hb);
-  REQUIRE(m.initWorld(o, mw::deadlineIn(20s)).ok());
+  REQUIRE(m.initWorld(options("h", 1, 2, port, std::chrono::milliseconds(hb)),
+                      mw::deadlineIn(20s)).ok());
   std::this_thread::sleep_for(100ms);
   auto t0 = mw::Clock::now();
   x->signal(SIGSTOP);
