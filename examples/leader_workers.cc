@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -168,7 +169,19 @@ int runLeader(const char* self, const Args& a) {
                                    std::chrono::duration<double>(a.kill_at_s));
   std::optional<Clock::time_point> killed_at;
   std::optional<mw::BrokenInfo> broken;
+  // A progress line per second: each world's rate over the last second.
+  auto next_tick = start + 1s;
+  std::array<double, 2> tick_bytes = {0, 0};
+  auto progress = [&] {
+    double t = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("  t=%4.1f s  world1 %5.2f GB/s  world2 %5.2f GB/s\n", t, tick_bytes[0] / 1e9,
+                tick_bytes[1] / 1e9);
+    std::fflush(stdout);
+    tick_bytes = {0, 0};
+    next_tick += 1s;
+  };
   while (Clock::now() < end) {
+    if (Clock::now() >= next_tick) progress();
     if (a.kill && !killed_at && Clock::now() >= kill_at) {
       killed_at = Clock::now();
       kill(workers[1], SIGKILL);
@@ -179,13 +192,14 @@ int runLeader(const char* self, const Args& a) {
       if (alive[i]) live.push_back(recvs[i]), index.push_back(i);
     }
     if (live.empty()) break;
-    auto wake = std::min(end, a.kill && !killed_at ? kill_at : end);
+    auto wake = std::min({end, next_tick, a.kill && !killed_at ? kill_at : end});
     auto got = mw::waitAny(live, wake);
     if (!got.ok()) continue;  // deadline: time to kill or to stop
     int i = index[*got];
     mw::Status s = recvs[i].status();
     if (s.ok()) {
       (killed_at ? meters[i].bytes_after : meters[i].bytes_before) += count * sizeof(float);
+      tick_bytes[i] += count * sizeof(float);
       post(i);
     } else {
       alive[i] = false;
@@ -205,8 +219,9 @@ int runLeader(const char* self, const Args& a) {
   }
   if (killed_at && broken) {
     double ms = std::chrono::duration<double, std::milli>(broken->detected_at - *killed_at).count();
-    std::printf("world2: worker SIGKILLed at %.2f s, break detected after %.2f ms (%s: %s)\n",
-                t_before, ms, mw::causeName(broken->cause), broken->detail.c_str());
+    std::printf("world2: worker SIGKILLed at %.2f s, break detected after %.2f ms (%s, rank %d: %s)\n",
+                t_before, ms, mw::causeName(broken->cause), broken->peer_rank,
+                broken->detail.c_str());
     double before = gbps(meters[0].bytes_before, t_before);
     double after = gbps(meters[0].bytes_after, t_after);
     std::printf("world1 kept %.0f%% of its throughput through the fault\n",

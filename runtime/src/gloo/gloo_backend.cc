@@ -84,6 +84,7 @@ class GlooBackend final : public Backend {
   void execute(Pending& p);
   void runOp(Pending& p);
   void report(Pending& p, Cause cause, int peer, const std::string& detail);
+  void reportGlooError(Pending& p, const std::string& what);
   void finish(Pending& p, Status s);
   Status abortReason();
   void waitConnectionsQuiet(std::chrono::milliseconds limit);
@@ -203,8 +204,23 @@ void GlooBackend::execute(Pending& p) {
   } catch (const ProtocolError& e) {
     report(p, Cause::kProtocolError, e.peer, e.detail);
   } catch (const std::exception& e) {
-    report(p, Cause::kBackendError, -1, std::string("gloo: ") + e.what());
+    reportGlooError(p, e.what());
   }
+}
+
+// A transfer that fails because the connection closed or was reset means the member at the other
+// end is gone (or cut off): say so, and name it, rather than blaming the library.
+void GlooBackend::reportGlooError(Pending& p, const std::string& what) {
+  static const char* kLost[] = {"Connection reset by peer", "Connection closed by peer",
+                                "Broken pipe", "Socket closed"};
+  for (const char* k : kLost) {
+    if (what.find(k) != std::string::npos) {
+      return report(p, Cause::kPeerDied, sockets_.peerIn(what),
+                    std::string("connection lost during ") + opKindName(p.req.kind) + " (gloo: " +
+                        what + ")");
+    }
+  }
+  report(p, Cause::kBackendError, sockets_.peerIn(what), std::string("gloo: ") + what);
 }
 
 void GlooBackend::report(Pending& p, Cause cause, int peer, const std::string& detail) {

@@ -1,5 +1,6 @@
 #include "gloo/pair_sockets.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -48,21 +49,51 @@ bool peerAddress(StoreClient& store, int peer, int rank, int size, Deadline dead
   }
 }
 
+// "[ip]:port", the way Gloo's Address::str() prints an address.
+std::string printable(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(ss);
+    ::inet_ntop(AF_INET, &a.sin_addr, host, sizeof(host));
+    port = ntohs(a.sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(ss);
+    ::inet_ntop(AF_INET6, &a.sin6_addr, host, sizeof(host));
+    port = ntohs(a.sin6_port);
+  }
+  return "[" + std::string(host) + "]:" + std::to_string(port);
+}
+
 }  // namespace
+
+int PairSockets::peerIn(const std::string& text) const {
+  for (const auto& p : peers_) {
+    if (text.find(p.name) != std::string::npos) return p.rank;
+  }
+  return -1;
+}
 
 PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size, StoreClient& store,
                               Deadline deadline) {
-  std::vector<sockaddr_storage> locals, remotes;
+  PairSockets out;
+  struct Endpoint {
+    int rank;
+    sockaddr_storage addr;
+  };
+  std::vector<Endpoint> locals, remotes;
   for (int i = 0; i < size; ++i) {
     if (i == rank) continue;
     auto& pair = ctx.getPair(i);
     if (!pair) continue;
     const auto& self = static_cast<const gloo::transport::tcp::Address&>(pair->address());
-    locals.push_back(self.getSockaddr());
+    locals.push_back({i, self.getSockaddr()});
     sockaddr_storage remote{};
-    if (peerAddress(store, i, rank, size, deadline, &remote)) remotes.push_back(remote);
+    if (peerAddress(store, i, rank, size, deadline, &remote)) {
+      remotes.push_back({i, remote});
+      out.peers_.push_back({i, printable(remote)});  // how the listening side names its peer
+    }
   }
-  PairSockets out;
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return out;
   while (dirent* ent = ::readdir(dir)) {
@@ -77,10 +108,13 @@ PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size, StoreClien
         ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&remote), &rl) != 0) {
       continue;  // not connected (a listener, or something else)
     }
-    bool ours = false;
-    for (const auto& l : locals) ours = ours || sameEndpoint(l, local);
-    for (const auto& r : remotes) ours = ours || sameEndpoint(r, remote);
-    if (ours) out.socks_.push_back({static_cast<int>(fd), st.st_ino});
+    int peer = -1;
+    for (const auto& l : locals) peer = sameEndpoint(l.addr, local) ? l.rank : peer;
+    for (const auto& r : remotes) peer = sameEndpoint(r.addr, remote) ? r.rank : peer;
+    if (peer < 0) continue;
+    out.socks_.push_back({static_cast<int>(fd), st.st_ino});
+    // How the connecting side names its peer: the address at the other end of this socket.
+    out.peers_.push_back({peer, printable(remote)});
   }
   ::closedir(dir);
   return out;

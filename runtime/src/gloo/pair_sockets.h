@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 #include <gloo/context.h>
@@ -35,7 +36,16 @@ class PairSockets {
   bool allClosed() const;
   size_t count() const { return socks_.size(); }
 
+  // The rank whose published pair address ("[ip]:port", as Gloo prints it) appears in `text`
+  // (a Gloo error message), or -1.
+  int peerIn(const std::string& text) const;
+
  private:
+  struct Peer {
+    int rank;
+    std::string name;
+  };
+  std::vector<Peer> peers_;
   struct Ref {
     int fd;
     ino_t inode;
