@@ -53,10 +53,10 @@ std::string Device::str() const {
 
 Result<Device> parseDevice(const std::string& text) {
   if (text == "cpu") return Device::cpu();
-  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() < 9) {
-    char* end = nullptr;
-    long idx = std::strtol(text.c_str() + 5, &end, 10);
-    if (*end == '\0' && idx >= 0) return Device::cuda(static_cast<int>(idx));
+  const std::string digits = text.rfind("cuda:", 0) == 0 ? text.substr(5) : "";
+  if (!digits.empty() && digits.size() <= 6 &&
+      digits.find_first_not_of("0123456789") == std::string::npos) {
+    return Device::cuda(std::stoi(digits));
   }
   return Status(Code::kInvalidArgument, "unknown device '" + text + "' (expected cpu or cuda:N)");
 }

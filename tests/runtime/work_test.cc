@@ -1,0 +1,180 @@
+// Work handles: empty handles, completed handles, deadlines, and waitAny across worlds.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+#include "support/local_worlds.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using mw::Code;
+using mw::Status;
+using mw::Work;
+
+// A leader that is rank 0 of worlds "a" and "b" (one manager), with one peer per world.
+struct TwoWorlds {
+  mw::WorldManager leader, peer_a, peer_b;
+  mw::Communicator lc{leader}, ac{peer_a}, bc{peer_b};
+  Status status;
+
+  TwoWorlds() {
+    std::vector<Work> joins;
+    for (auto [name, peer] : {std::pair{"a", &peer_a}, std::pair{"b", &peer_b}}) {
+      mw::WorldOptions o;
+      o.name = name;
+      o.size = 2;
+      o.rank = 0;
+      joins.push_back(leader.initWorldAsync(o, mw::deadlineIn(20s)));
+      o.store.port = mw::test::LocalWorld::waitForPort(leader, name);
+      o.rank = 1;
+      joins.push_back(peer->initWorldAsync(o, mw::deadlineIn(20s)));
+    }
+    for (auto& j : joins) {
+      Status s = j.wait(mw::deadlineIn(20s));
+      if (status.ok()) status = s;
+    }
+  }
+};
+
+auto elapsedSince(mw::Clock::time_point start) { return mw::Clock::now() - start; }
+
+}  // namespace
+
+TEST_CASE("an empty Work reports invalid usage", "[runtime][work]") {
+  Work w;
+  CHECK_FALSE(w.valid());
+  CHECK_FALSE(w.test());
+  CHECK(w.world().empty());
+  CHECK(w.wait(mw::deadlineIn(1s)).code() == Code::kInvalidUsage);
+  CHECK(w.wait().code() == Code::kInvalidUsage);
+  CHECK(w.status().code() == Code::kInvalidUsage);
+}
+
+TEST_CASE("Work::done is complete at once with its status", "[runtime][work]") {
+  Work ok = Work::done("w1", Status::Ok());
+  CHECK(ok.valid());
+  CHECK(ok.test());
+  CHECK(ok.world() == "w1");
+  CHECK(ok.wait().ok());
+  CHECK(ok.status().ok());
+
+  Work bad = Work::done("w2", Status(Code::kInvalidArgument, "rank 9"));
+  CHECK(bad.test());
+  CHECK(bad.wait(mw::deadlineIn(-1s)).code() == Code::kInvalidArgument);  // even past deadline
+  CHECK(bad.status().message() == "rank 9");
+  Work copy = bad;  // copies share the state
+  CHECK(copy.state() == bad.state());
+  CHECK(copy.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("waiting past the deadline on a pending op times out at once", "[runtime][work]") {
+  mw::test::LocalWorld w("pending", 2);
+  REQUIRE(w.status().ok());
+  int32_t x = 0, y = 42;
+  Work r = w.comm(0).irecv(w.name(), mw::Tensor::cpu(&x, 1), 1, 3);
+  REQUIRE(r.valid());
+  CHECK(r.world() == "pending");
+  auto start = mw::Clock::now();
+  Status s = r.wait(mw::deadlineIn(-5s));
+  CHECK(elapsedSince(start) < 100ms);
+  INFO(s.toString());
+  CHECK(s.code() == Code::kTimeout);
+  CHECK_FALSE(r.test());
+  CHECK(r.status().code() == Code::kInvalidUsage);  // not complete yet
+  start = mw::Clock::now();
+  CHECK(r.wait(mw::deadlineIn(50ms)).code() == Code::kTimeout);
+  CHECK(elapsedSince(start) >= 45ms);
+  // The op goes on: it completes once the peer sends.
+  REQUIRE(w.comm(1).isend(w.name(), mw::Tensor::cpu(&y, 1), 0, 3).wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(r.wait(mw::deadlineIn(20s)).ok());
+  CHECK(x == 42);
+  CHECK(r.test());
+  CHECK(r.status().ok());
+}
+
+TEST_CASE("waitAny rejects an empty span and empty handles", "[runtime][work]") {
+  auto none = mw::waitAny({}, mw::deadlineIn(1s));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == Code::kInvalidArgument);
+  std::vector<Work> works{Work::done("x", Status::Ok()), Work()};
+  auto empty = mw::waitAny(works, mw::deadlineIn(1s));
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.status().code() == Code::kInvalidArgument);
+  CHECK_THAT(empty.status().message(), Catch::Matchers::Contains("1"));
+}
+
+TEST_CASE("waitAny returns a work that completed before the call at once", "[runtime][work]") {
+  mw::test::LocalWorld w("early", 2);
+  REQUIRE(w.status().ok());
+  int32_t x = 0;
+  std::vector<Work> works{w.comm(0).irecv(w.name(), mw::Tensor::cpu(&x, 1), 1),
+                          Work::done("early", Status(Code::kAborted, "gone"))};
+  auto start = mw::Clock::now();
+  auto i = mw::waitAny(works);  // no deadline: must not block
+  CHECK(elapsedSince(start) < 100ms);
+  REQUIRE(i.ok());
+  CHECK(*i == 1);
+  CHECK(works[1].status().code() == Code::kAborted);
+  CHECK_FALSE(works[0].test());
+  int32_t y = 5;
+  REQUIRE(w.comm(1).isend(w.name(), mw::Tensor::cpu(&y, 1), 0).wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(works[0].wait(mw::deadlineIn(20s)).ok());
+}
+
+TEST_CASE("waitAny returns the world that has data first", "[runtime][work]") {
+  TwoWorlds tw;
+  INFO(tw.status.toString());
+  REQUIRE(tw.status.ok());
+  float in_a = 0, in_b = 0, one = 1, two = 2;
+
+  SECTION("only b's peer sends") {
+    std::vector<Work> recvs{tw.lc.irecv("a", mw::Tensor::cpu(&in_a, 1), 1),
+                            tw.lc.irecv("b", mw::Tensor::cpu(&in_b, 1), 1)};
+    Status sent;
+    std::thread sender([&] {
+      std::this_thread::sleep_for(50ms);  // waitAny is waiting by then
+      sent = tw.bc.send("b", mw::Tensor::cpu(&two, 1), 0);
+    });
+    auto i = mw::waitAny(recvs, mw::deadlineIn(20s));
+    sender.join();
+    REQUIRE(sent.ok());
+    INFO(i.status().toString());
+    REQUIRE(i.ok());
+    CHECK(*i == 1);
+    CHECK(in_b == 2);
+    CHECK(recvs[1].status().ok());
+    CHECK_FALSE(recvs[0].test());
+
+    // Once both are done, the lowest index wins.
+    REQUIRE(tw.ac.send("a", mw::Tensor::cpu(&one, 1), 0).ok());
+    REQUIRE(recvs[0].wait(mw::deadlineIn(20s)).ok());
+    auto j = mw::waitAny(recvs, mw::deadlineIn(1s));
+    REQUIRE(j.ok());
+    CHECK(*j == 0);
+    CHECK(in_a == 1);
+  }
+  SECTION("none completes before the deadline") {
+    std::vector<Work> recvs{tw.lc.irecv("a", mw::Tensor::cpu(&in_a, 1), 1),
+                            tw.lc.irecv("b", mw::Tensor::cpu(&in_b, 1), 1)};
+    auto start = mw::Clock::now();
+    auto i = mw::waitAny(recvs, mw::deadlineIn(100ms));
+    auto elapsed = elapsedSince(start);
+    REQUIRE_FALSE(i.ok());
+    CHECK(i.status().code() == Code::kTimeout);
+    CHECK(elapsed >= 95ms);
+    CHECK(elapsed < 2s);
+    // Both receives are still pending and complete normally afterwards.
+    REQUIRE(tw.ac.send("a", mw::Tensor::cpu(&one, 1), 0).ok());
+    REQUIRE(tw.bc.send("b", mw::Tensor::cpu(&two, 1), 0).ok());
+    for (auto& r : recvs) REQUIRE(r.wait(mw::deadlineIn(20s)).ok());
+    CHECK(in_a == 1);
+    CHECK(in_b == 2);
+  }
+  // World "a" is unaffected by what happens in "b".
+  CHECK(tw.leader.world("a")->state == mw::WorldState::kHealthy);
+  CHECK(tw.leader.world("b")->state == mw::WorldState::kHealthy);
+}
