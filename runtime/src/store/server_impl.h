@@ -1,0 +1,187 @@
+// The StoreServer's implementation class, shared by store_server.cc (event loop, key-value
+// requests) and store_membership.cc (member links: join, heartbeats, silence, notices).
+#pragma once
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <thread>
+#include <unordered_map>
+
+#include "multiworld/store.h"
+#include "store/kv_table.h"
+#include "store/socket.h"
+#include "store/wire.h"
+
+namespace mw {
+namespace store {
+namespace server_impl {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kLinger{500};        // how long a closing connection may drain
+constexpr milliseconds kAcceptPause{100};   // back-off after EMFILE and friends
+constexpr size_t kOutHighWater = 1u << 20;  // stop serving a client that does not read replies
+constexpr size_t kInWhileWaiting = 64u << 10;
+constexpr size_t kReadBudget = 1u << 20;  // bytes read from one connection per wake-up
+constexpr int64_t kMaxTimeoutMs = 30LL * 24 * 3600 * 1000;
+
+enum class ConnState { kOpen, kLingering, kDead };
+
+struct PendingWait {
+  std::vector<std::string> keys;
+  bool is_get = false;
+  int64_t timeout_ms = 0;
+  Deadline deadline;
+};
+
+struct Conn {
+  Conn(uint64_t conn_id, Fd socket, size_t max_frame, bool need_token)
+      : id(conn_id), io(std::move(socket), max_frame), authed(!need_token) {}
+
+  uint64_t id;
+  FramedConn io;
+  ConnState state = ConnState::kOpen;
+  bool authed;
+  bool hello_seen = false;
+  bool write_shut = false;
+  int rank = -1;  // member rank, -1 for plain clients
+  bool reported_broken = false;
+  Clock::time_point last_heard{};
+  Clock::time_point linger_until{};
+  std::optional<PendingWait> wait;
+};
+
+struct MemberEvent {
+  int rank;
+  Cause cause;
+  std::string detail;
+};
+
+inline bool tokenEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;  // constant time for equal lengths
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+inline std::string quoteKeys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < 8; ++i) out += (i ? ", '" : "'") + keys[i] + "'";
+  if (keys.size() > 8) out += ", ... (" + std::to_string(keys.size()) + " keys)";
+  return out;
+}
+
+inline Status validate(const StoreServerOptions& o) {
+  auto bad = [](std::string what) { return Status(Code::kInvalidArgument, std::move(what)); };
+  if (o.max_frame_bytes < 64 || o.max_frame_bytes > UINT32_MAX) {
+    return bad("max_frame_bytes " + std::to_string(o.max_frame_bytes) + " is outside [64, 2^32)");
+  }
+  if (o.max_connections < 1) return bad("max_connections must be at least 1");
+  if (o.token.size() > kMaxKeyBytes) return bad("token is longer than 4096 bytes");
+  if (o.world_size < 0) return bad("world_size " + std::to_string(o.world_size) + " < 0");
+  if (o.world_size == 0) return Status::Ok();
+  if (o.world_name.empty() || o.world_name.size() > kMaxKeyBytes) {
+    return bad("world_name must have 1..4096 bytes when world_size > 0");
+  }
+  if (o.heartbeat_timeout < milliseconds(10)) {
+    return bad("heartbeat_timeout " + std::to_string(o.heartbeat_timeout.count()) +
+               " ms is below the minimum of 10 ms");
+  }
+  return Status::Ok();
+}
+
+class Server final : public StoreServer {
+ public:
+  Server(const StoreServerOptions& options, Fd listen_fd, Fd wake_fd, uint16_t port)
+      : options_(options),
+        listen_fd_(std::move(listen_fd)),
+        wake_fd_(std::move(wake_fd)),
+        port_(port),
+        timeout_(options.heartbeat_timeout),
+        interval_(std::max(milliseconds(1), options.heartbeat_timeout / 10)),
+        members_(static_cast<size_t>(options.world_size), 0) {}
+  ~Server() override { stop(); }
+
+  void startThread() {
+    next_ping_ = Clock::now() + interval_;
+    thread_ = std::jthread([this](const std::stop_token& st) { run(st); });
+  }
+  uint16_t port() const override { return port_; }
+  void stop() override {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!thread_.joinable()) return;
+    thread_.request_stop();
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
+    (void)n;  // a full eventfd counter already means "wake up"
+    thread_.join();
+  }
+
+ private:
+  void run(const std::stop_token& st);
+  void pollOnce();
+  Clock::time_point nextTimer() const;
+  bool wantsRead(const Conn& c) const;
+  bool runnable(const Conn& c) const;
+  void acceptAll();
+  void readAvailable(Conn& c);
+  void flush(Conn& c);
+  void failConn(Conn& c, const Status& io_error);
+  void queue(Conn& c, const Message& m);
+  void closeConn(Conn& c, Cause cause, const std::string& detail, bool linger);
+  void refuse(Conn& c, Code code, const std::string& message);
+  void protocolError(Conn& c, const std::string& what);
+  void runTimers(Clock::time_point now);
+  void checkSilence(Conn& c, Clock::time_point now);
+  void drainReady();
+  void processFrames(Conn& c);
+  void handle(Conn& c, Message& m);
+  void handleKv(Conn& c, Message& m);
+  void onHello(Conn& c, const msg::Hello& m);
+  void onCompareSet(Conn& c, const msg::CompareSet& m);
+  void startWait(Conn& c, std::vector<std::string> keys, bool is_get, int64_t timeout_ms);
+  void endWait(Conn& c);
+  bool tryCompleteWait(Conn& c);
+  void setKey(const std::string& key, std::string value);
+  void onJoin(Conn& c, const msg::MemberJoin& m);
+  std::string joinError(const msg::MemberJoin& m) const;
+  void onBroken(Conn& c, const msg::Broken& m);
+  void flushEvents();
+  void reap();
+  Conn* find(uint64_t id);
+
+  const StoreServerOptions options_;
+  const Fd listen_fd_;
+  const Fd wake_fd_;
+  const uint16_t port_;
+  const milliseconds timeout_;
+  const milliseconds interval_;
+  std::mutex stop_mu_;  // serializes stop()
+  std::jthread thread_;
+
+  // Loop thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
+  size_t open_conns_ = 0;
+  uint64_t next_id_ = 1;
+  KvTable table_;
+  std::vector<uint64_t> members_;   // rank -> conn id, 0 when not joined
+  std::deque<MemberEvent> events_;  // member losses not yet announced
+  bool broken_recorded_ = false;
+  Clock::time_point next_ping_{};
+  Clock::time_point accept_paused_until_{};
+};
+
+// ---- event loop ----
+
+}  // namespace server_impl
+}  // namespace store
+}  // namespace mw

@@ -1,0 +1,101 @@
+// StoreServer membership: members join, heartbeat and are declared lost (link closed, silent, or
+// reporting the world broken); every loss is announced to the other members.
+#include "store/server_impl.h"
+
+namespace mw {
+namespace store {
+namespace server_impl {
+
+void Server::runTimers(Clock::time_point now) {
+  for (auto& [id, c] : conns_) {
+    if (c->state == ConnState::kLingering && now >= c->linger_until) c->state = ConnState::kDead;
+    if (c->wait && now >= c->wait->deadline) {
+      PendingWait w = *c->wait;
+      endWait(*c);
+      std::string what = w.is_get ? "key '" + w.keys[0] + "' was not set"
+                                  : "keys " + quoteKeys(w.keys) + " were not all set";
+      queue(*c, msg::Timeout{what + " within " + std::to_string(w.timeout_ms) + " ms"});
+    }
+    if (c->rank >= 0 && now - c->last_heard >= timeout_) checkSilence(*c, now);
+  }
+  if (now < next_ping_) return;
+  for (uint64_t id : members_) {
+    if (Conn* c = find(id)) queue(*c, msg::Ping{});
+  }
+  next_ping_ += interval_;
+  if (next_ping_ <= now) next_ping_ = now + interval_;
+}
+
+void Server::checkSilence(Conn& c, Clock::time_point now) {
+  readAvailable(c);  // bytes that arrived since the last poll still count
+  if (c.state != ConnState::kOpen || c.rank < 0 || now - c.last_heard < timeout_) return;
+  auto silent = std::chrono::duration_cast<milliseconds>(Clock::now() - c.last_heard).count();
+  closeConn(c, Cause::kPeerSilent,
+            "rank " + std::to_string(c.rank) + " silent for " + std::to_string(silent) + " ms",
+            true);
+}
+
+void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
+  if (options_.world_size <= 0) {
+    return queue(c, msg::Error{Code::kInvalidUsage, "this store hosts no world membership"});
+  }
+  if (c.rank >= 0) {
+    return queue(c, msg::Error{Code::kInvalidUsage,
+                               "this connection already joined as rank " + std::to_string(c.rank)});
+  }
+  std::string error = joinError(m);
+  if (!error.empty()) return queue(c, msg::Error{Code::kInvalidArgument, error});
+  c.rank = static_cast<int>(m.rank);
+  c.last_heard = Clock::now();
+  members_[static_cast<size_t>(c.rank)] = c.id;
+  setKey("mw/member/" + std::to_string(c.rank), "1");
+  queue(c, msg::JoinOk{interval_.count(), timeout_.count()});
+}
+
+std::string Server::joinError(const msg::MemberJoin& m) const {
+  const std::string world = "world '" + options_.world_name + "'";
+  const std::string rank = std::to_string(m.rank);
+  if (m.world != options_.world_name) {
+    return "this store hosts " + world + ", member rank " + rank + " says world '" + m.world + "'";
+  }
+  if (m.size != options_.world_size) {
+    return world + " has size " + std::to_string(options_.world_size) + ", member rank " + rank +
+           " says " + std::to_string(m.size);
+  }
+  if (m.rank < 0 || m.rank >= options_.world_size) {
+    return "rank " + rank + " is out of range for " + world + " of size " +
+           std::to_string(options_.world_size);
+  }
+  if (members_[static_cast<size_t>(m.rank)] != 0)
+    return "rank " + rank + " already joined " + world;
+  return {};
+}
+
+void Server::onBroken(Conn& c, const msg::Broken& m) {
+  if (c.rank < 0) return protocolError(c, "BROKEN from a connection that has not joined");
+  if (c.reported_broken) return;  // one report per member is enough
+  c.reported_broken = true;
+  events_.push_back(
+      {c.rank, Cause::kRemoteBroken, "rank " + std::to_string(c.rank) + ": " + m.detail});
+}
+
+void Server::flushEvents() {
+  while (!events_.empty()) {
+    MemberEvent e = std::move(events_.front());
+    events_.pop_front();
+    if (!broken_recorded_) {
+      broken_recorded_ = true;
+      setKey("mw/broken",
+             "rank " + std::to_string(e.rank) + " " + causeName(e.cause) + ": " + e.detail);
+    }
+    // Sending can fail and queue further losses; members_ never reallocates here.
+    for (uint64_t id : members_) {
+      Conn* c = find(id);
+      if (c != nullptr && c->rank != e.rank) queue(*c, msg::Notice{e.rank, e.cause, e.detail});
+    }
+  }
+}
+
+}  // namespace server_impl
+}  // namespace store
+}  // namespace mw
