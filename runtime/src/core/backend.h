@@ -30,15 +30,21 @@ struct OpRequest {
   std::shared_ptr<WorkState> work;
 };
 
-// Called by a backend when it sees the world fail (from one of its own threads).
-using BackendErrorHandler = std::function<void(Cause cause, int peer, const std::string& detail)>;
+// Called by a backend when it sees the world fail (from the thread running the operation). Breaks
+// the world (unless it broke already) and returns the status the world's operations fail with.
+using BackendErrorHandler =
+    std::function<Status(Cause cause, int peer, const std::string& detail)>;
 
-// Thread rules: submit/abort from any thread; shutdown from one thread, once.
+// Thread rules: submit/abort from any thread; shutdown from one thread, once. Operations run one at
+// a time in submission order, either on the backend's executor thread or inline in a thread that
+// waits for one of them (Work::wait), which saves two thread hand-offs per blocking call.
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Queues `op`; never blocks on the network. Its work completes later.
-  virtual void submit(OpRequest op) = 0;
+  // Queues `op`; never blocks on the network. Its work completes later. `caller_waits` promises
+  // that the submitting thread waits for the work at once with no deadline (blocking send/recv):
+  // it will run the operation itself when it reaches the head of the queue.
+  virtual void submit(OpRequest op, bool caller_waits) = 0;
   // Fails every queued and running operation with `reason` and unblocks them; later submits fail at
   // once with `reason`. Idempotent: the first reason wins. Never blocks on the network.
   virtual void abort(const Status& reason) = 0;

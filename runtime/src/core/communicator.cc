@@ -10,17 +10,28 @@ namespace detail {
 
 const char* opKindName(OpKind k) {
   switch (k) {
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kAllReduce: return "all_reduce";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAllGather: return "all_gather";
-    case OpKind::kGather: return "gather";
-    case OpKind::kScatter: return "scatter";
-    case OpKind::kReduceScatter: return "reduce_scatter";
-    case OpKind::kAllToAll: return "all_to_all";
-    case OpKind::kBarrier: return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllReduce:
+      return "all_reduce";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllGather:
+      return "all_gather";
+    case OpKind::kGather:
+      return "gather";
+    case OpKind::kScatter:
+      return "scatter";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kAllToAll:
+      return "all_to_all";
+    case OpKind::kBarrier:
+      return "barrier";
   }
   return "unknown";
 }
@@ -36,7 +47,8 @@ using detail::OpRequest;
 class Checker {
  public:
   Checker(const detail::World& w, OpKind kind)
-      : rank_(w.options().rank), size_(w.options().size),
+      : rank_(w.options().rank),
+        size_(w.options().size),
         where_(std::string(detail::opKindName(kind)) + " in world '" + w.options().name + "': ") {}
 
   Status tensor(const char* name, const Tensor& t, bool may_be_empty = false) const {
@@ -45,8 +57,10 @@ class Checker {
       return bad(std::string(name) + " is on " + t.device.str() +
                  " but this world's backend (gloo) moves CPU tensors only");
     }
-    if (t.data == nullptr && t.count > 0) return bad(std::string(name) + " has a null data pointer");
-    if (static_cast<int>(t.dtype) >= kNumDTypes) return bad(std::string(name) + " has an unknown dtype");
+    if (t.data == nullptr && t.count > 0)
+      return bad(std::string(name) + " has a null data pointer");
+    if (static_cast<int>(t.dtype) >= kNumDTypes)
+      return bad(std::string(name) + " has an unknown dtype");
     return Status::Ok();
   }
   Status peer(const char* what, int r, bool allow_self) const {
@@ -69,7 +83,9 @@ class Checker {
     }
     return Status::Ok();
   }
-  Status bad(const std::string& what) const { return Status(Code::kInvalidArgument, where_ + what); }
+  Status bad(const std::string& what) const {
+    return Status(Code::kInvalidArgument, where_ + what);
+  }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -90,7 +106,8 @@ Status validate(const OpRequest& op, const Checker& c) {
     case OpKind::kReduce:
       MW_RETURN_IF_ERROR(c.peer("root", op.peer, true));
       return c.tensor("tensor", op.in);
-    case OpKind::kAllReduce: return c.tensor("tensor", op.in);
+    case OpKind::kAllReduce:
+      return c.tensor("tensor", op.in);
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
       MW_RETURN_IF_ERROR(c.tensor("in", op.in));
@@ -119,12 +136,13 @@ Status validate(const OpRequest& op, const Checker& c) {
                      std::to_string(c.size()));
       }
       return Status::Ok();
-    case OpKind::kBarrier: return Status::Ok();
+    case OpKind::kBarrier:
+      return Status::Ok();
   }
   return c.bad("unknown operation");
 }
 
-Work submit(WorldManager& m, const std::string& world, OpRequest op) {
+Work submit(WorldManager& m, const std::string& world, OpRequest op, bool caller_waits = false) {
   auto w = m.impl().find(world);
   if (!w) return Work::done(world, Status(Code::kNotFound, "no world named '" + world + "'"));
   if (w->state() != WorldState::kHealthy) return Work::done(world, w->notHealthyStatus());
@@ -133,12 +151,12 @@ Work submit(WorldManager& m, const std::string& world, OpRequest op) {
   op.deadline = deadlineIn(w->options().op_timeout);
   op.work = std::make_shared<detail::WorkState>(world);
   Work handle(op.work);
-  w->submit(std::move(op));
+  w->submit(std::move(op), caller_waits);
   return handle;
 }
 
-OpRequest request(OpKind kind, const Tensor& in, const Tensor& out = {}, int peer = -1,
-                  int tag = 0, ReduceOp reduce = ReduceOp::kSum) {
+OpRequest request(OpKind kind, const Tensor& in, const Tensor& out = {}, int peer = -1, int tag = 0,
+                  ReduceOp reduce = ReduceOp::kSum) {
   OpRequest r;
   r.kind = kind;
   r.in = in;
@@ -160,11 +178,11 @@ Work Communicator::irecv(const std::string& world, const Tensor& t, int src, int
 }
 
 Status Communicator::send(const std::string& world, const Tensor& t, int dst, int tag) {
-  return isend(world, t, dst, tag).wait();
+  return submit(manager_, world, request(OpKind::kSend, t, {}, dst, tag), true).wait();
 }
 
 Status Communicator::recv(const std::string& world, const Tensor& t, int src, int tag) {
-  return irecv(world, t, src, tag).wait();
+  return submit(manager_, world, request(OpKind::kRecv, t, {}, src, tag), true).wait();
 }
 
 Work Communicator::broadcast(const std::string& world, const Tensor& t, int root) {
@@ -183,8 +201,7 @@ Work Communicator::allGather(const std::string& world, const Tensor& in, const T
   return submit(manager_, world, request(OpKind::kAllGather, in, out));
 }
 
-Work Communicator::gather(const std::string& world, const Tensor& in, const Tensor& out,
-                          int root) {
+Work Communicator::gather(const std::string& world, const Tensor& in, const Tensor& out, int root) {
   return submit(manager_, world, request(OpKind::kGather, in, out, root));
 }
 

@@ -46,6 +46,7 @@ Work Work::done(const std::string& world, Status status) {
 
 Status Work::wait(Deadline deadline) const {
   if (!state_) return Status(Code::kInvalidUsage, "wait() on an empty Work");
+  if (state_->driver && !state_->isDone()) state_->driver(deadline);
   std::unique_lock lock(state_->mu);
   if (!state_->cv.wait_until(lock, deadline, [&] { return state_->done; })) {
     return Status(Code::kTimeout, "operation in world '" + state_->world +

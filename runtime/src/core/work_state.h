@@ -2,6 +2,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct WorkState {
   bool isDone() const;
 
   const std::string world;
+  // Set by the backend before the Work is handed out, never changed afterwards: runs queued
+  // operations up to this one in the calling thread when nobody else is running them and the
+  // caller's deadline is no earlier than theirs. May be empty.
+  std::function<void(Deadline)> driver;
   mutable std::mutex mu;
   std::condition_variable cv;
   bool done = false;                    // GUARDED_BY(mu)

@@ -59,7 +59,10 @@ Status World::connect(Deadline deadline) {
   GlooConfig gc{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host)};
   auto backend = createGlooBackend(
       gc, *client_,
-      [this](Cause cause, int peer, const std::string& detail) { breakWorld(cause, peer, detail); },
+      [this](Cause cause, int peer, const std::string& detail) {
+        breakWorld(cause, peer, detail);
+        return notHealthyStatus();  // the first cause wins, whichever thread saw it
+      },
       deadline);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
@@ -102,12 +105,12 @@ void World::teardown() {
   server_.reset();
 }
 
-void World::submit(OpRequest op) {
+void World::submit(OpRequest op, bool caller_waits) {
   if (state_.load() != WorldState::kHealthy || !backend_) {
     op.work->complete(notHealthyStatus());
     return;
   }
-  backend_->submit(std::move(op));
+  backend_->submit(std::move(op), caller_waits);
 }
 
 Status World::notHealthyStatus() const {

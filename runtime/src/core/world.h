@@ -41,7 +41,8 @@ class World {
   void teardown();
 
   // Queues a validated operation, or fails its work at once when the world is not healthy.
-  void submit(OpRequest op);
+  // See Backend::submit for `caller_waits`.
+  void submit(OpRequest op, bool caller_waits);
 
   const WorldOptions& options() const { return options_; }
   uint64_t generation() const { return generation_; }
@@ -66,7 +67,7 @@ class World {
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreClient> client_;
   std::unique_ptr<MemberLink> link_;
-  std::unique_ptr<Backend> backend_;  // kept until destruction so racing submits stay safe
+  std::shared_ptr<Backend> backend_;  // kept until destruction so racing submits stay safe
 };
 
 }  // namespace mw::detail

@@ -11,7 +11,9 @@ namespace mw::detail {
 namespace {
 
 constexpr uint32_t kDescMagic = 0x4d57434f;  // "MWCO"
-constexpr size_t kSegmentBytes = 512 << 10;  // pipelining granularity of ring steps
+constexpr size_t kSegmentBytes =
+    512 << 10;  // pipelining granularity of ring steps  // pipelining granularity of ring steps  //
+                // pipelining granularity of ring steps  // pipelining granularity of ring steps
 
 enum SlotClass : uint64_t { kP2PHeader = 1, kP2PData = 2, kCollDesc = 3, kCollData = 4 };
 
@@ -55,9 +57,15 @@ Desc describe(const OpRequest& op) {
   d.root = usesRoot(op.kind) ? op.peer : -1;
   switch (op.kind) {
     case OpKind::kScatter:
-    case OpKind::kReduceScatter: d.count = op.out.count; break;
-    case OpKind::kBarrier: d.count = 0; break;
-    default: d.count = op.in.count; break;
+    case OpKind::kReduceScatter:
+      d.count = op.out.count;
+      break;
+    case OpKind::kBarrier:
+      d.count = 0;
+      break;
+    default:
+      d.count = op.in.count;
+      break;
   }
   return d;
 }
@@ -68,8 +76,7 @@ std::string descText(const Desc& d) {
   auto kind = static_cast<OpKind>(d.kind);
   s << opKindName(kind) << "(";
   if (kind != OpKind::kBarrier) {
-    s << (d.dtype < kNumDTypes ? dtypeName(static_cast<DType>(d.dtype)) : "?") << " x "
-      << d.count;
+    s << (d.dtype < kNumDTypes ? dtypeName(static_cast<DType>(d.dtype)) : "?") << " x " << d.count;
   }
   if (usesReduce(kind)) s << ", " << reduceOpName(static_cast<ReduceOp>(d.reduce & 3));
   if (usesRoot(kind)) s << ", root " << d.root;
@@ -95,7 +102,9 @@ struct Layout {
     for (size_t i = 0; i + 1 < off.size(); ++i) m = std::max(m, (off[i + 1] - off[i]) * elem);
     return m;
   }
-  int segments() const { return static_cast<int>(std::max<size_t>(1, (maxBytes() + kSegmentBytes - 1) / kSegmentBytes)); }
+  int segments() const {
+    return static_cast<int>(std::max<size_t>(1, (maxBytes() + kSegmentBytes - 1) / kSegmentBytes));
+  }
   // Byte range [first, second) of segment k of K within chunk c, element aligned.
   std::pair<size_t, size_t> seg(int c, int k, int K) const {
     size_t len = off[c + 1] - off[c];
@@ -116,9 +125,28 @@ class Runner {
  private:
   int mod(long x) const { return static_cast<int>(((x % n_) + n_) % n_); }
   uint64_t slot(uint32_t phase) const { return makeSlot(kCollData, hash_, phase, env_.seq); }
-  std::unique_ptr<Buf> buf(void* p, size_t n) { return env_.channel->buffer(p, n); }
+  // A buffer that lives until the operation ends.
+  Buf* buf(void* p, size_t n) {
+    bufs_.push_back(env_.channel->buffer(p, n));
+    return bufs_.back().get();
+  }
+  // Sends complete when their bytes are on the wire; nothing is written into a region before the
+  // message sent from it has arrived at its peer (the ring's data dependencies ensure it), so the
+  // waits are left to the end, when they rarely block.
+  void send(Buf* b, int peer, uint32_t phase, size_t off, size_t n) {
+    b->send(peer, slot(phase), off, n);
+    sends_.push_back(b);
+  }
+  // Waits for the next receive on `b`, after making sure the ring neighbour called the same
+  // operation (the data slots already keep mismatched messages apart).
+  void waitRecv(Buf* b) {
+    if (!desc_checked_) checkDescriptor();
+    b->waitRecv();
+  }
 
-  void exchangeDescriptors();
+  void postDescriptor();
+  void checkDescriptor();
+  void runAlgorithm();
   void ringReduceScatter(char* base, const Layout& l);
   void ringAllGather(char* base, const Layout& l, uint32_t phase);
   void broadcastChain(char* base, size_t bytes);
@@ -134,21 +162,29 @@ class Runner {
   const int n_;
   const int r_;
   Desc desc_;
+  Desc theirs_{};
   uint32_t hash_ = 0;
+  Buf* desc_in_ = nullptr;
+  bool desc_checked_ = false;
+  std::vector<std::unique_ptr<Buf>> bufs_;
+  std::vector<Buf*> sends_;
 };
 
-void Runner::exchangeDescriptors() {
-  Desc theirs{};
-  auto out = buf(&desc_, sizeof(desc_));
-  auto in = buf(&theirs, sizeof(theirs));
+void Runner::postDescriptor() {
   uint64_t s = makeSlot(kCollDesc, 0, 0, env_.seq);
+  Buf* out = buf(&desc_, sizeof(desc_));
+  desc_in_ = buf(&theirs_, sizeof(theirs_));
   out->send(mod(r_ + 1), s, 0, sizeof(desc_));
-  in->recv(mod(r_ - 1), s, 0, sizeof(theirs));
-  in->waitRecv();
-  out->waitSend();
-  if (std::memcmp(&theirs, &desc_, sizeof(desc_)) != 0) {
+  sends_.push_back(out);
+  desc_in_->recv(mod(r_ - 1), s, 0, sizeof(theirs_));
+}
+
+void Runner::checkDescriptor() {
+  desc_checked_ = true;
+  desc_in_->waitRecv();
+  if (std::memcmp(&theirs_, &desc_, sizeof(desc_)) != 0) {
     throw ProtocolError{mod(r_ - 1), "rank " + std::to_string(mod(r_ - 1)) + " called " +
-                                         descText(theirs) + " but rank " + std::to_string(r_) +
+                                         descText(theirs_) + " but rank " + std::to_string(r_) +
                                          " called " + descText(desc_)};
   }
 }
@@ -169,23 +205,21 @@ void Runner::ringReduceScatter(char* base, const Layout& l) {
       if (e > b) sbuf->recv(left, slot(0), s * maxc + (b - l.byteOff(c)), e - b);
     }
   }
-  int sends = 0;
   for (int k = 0; k < K; ++k) {
     auto [b, e] = l.seg(mod(r_ - 1), k, K);
-    if (e > b) data->send(right, slot(0), b, e - b), ++sends;
+    if (e > b) send(data, right, 0, b, e - b);
   }
   for (int s = 0; s < n_ - 1; ++s) {
     int c = mod(r_ - s - 2);
     for (int k = 0; k < K; ++k) {
       auto [b, e] = l.seg(c, k, K);
       if (e == b) continue;
-      sbuf->waitRecv();
+      waitRecv(sbuf);
       reduceInto(base + b, scratch.data() + s * maxc + (b - l.byteOff(c)), (e - b) / l.elem,
                  op_.in.dtype, op_.reduce);
-      if (s < n_ - 2) data->send(right, slot(0), b, e - b), ++sends;
+      if (s < n_ - 2) send(data, right, 0, b, e - b);
     }
   }
-  for (int i = 0; i < sends; ++i) data->waitSend();
 }
 
 // Every rank starts with chunk r complete; step s sends chunk r-s and receives chunk r-s-1.
@@ -199,20 +233,18 @@ void Runner::ringAllGather(char* base, const Layout& l, uint32_t phase) {
       if (e > b) data->recv(left, slot(phase), b, e - b);
     }
   }
-  int sends = 0;
   for (int k = 0; k < K; ++k) {
     auto [b, e] = l.seg(r_, k, K);
-    if (e > b) data->send(right, slot(phase), b, e - b), ++sends;
+    if (e > b) send(data, right, phase, b, e - b);
   }
   for (int s = 0; s < n_ - 1; ++s) {
     for (int k = 0; k < K; ++k) {
       auto [b, e] = l.seg(mod(r_ - s - 1), k, K);
       if (e == b) continue;
-      data->waitRecv();
-      if (s < n_ - 2) data->send(right, slot(phase), b, e - b), ++sends;
+      waitRecv(data);
+      if (s < n_ - 2) send(data, right, phase, b, e - b);
     }
   }
-  for (int i = 0; i < sends; ++i) data->waitSend();
 }
 
 void Runner::broadcastChain(char* base, size_t bytes) {
@@ -221,11 +253,10 @@ void Runner::broadcastChain(char* base, size_t bytes) {
   const int K = l.segments();
   auto data = buf(base, bytes);
   const bool has_next = vr < n_ - 1;
-  int sends = 0;
   if (vr == 0) {
     for (int k = 0; k < K; ++k) {
       auto [b, e] = l.seg(0, k, K);
-      if (e > b) data->send(mod(r_ + 1), slot(0), b, e - b), ++sends;
+      if (e > b) send(data, mod(r_ + 1), 0, b, e - b);
     }
   } else {
     for (int k = 0; k < K; ++k) {
@@ -235,11 +266,10 @@ void Runner::broadcastChain(char* base, size_t bytes) {
     for (int k = 0; k < K; ++k) {
       auto [b, e] = l.seg(0, k, K);
       if (e == b) continue;
-      data->waitRecv();
-      if (has_next) data->send(mod(r_ + 1), slot(0), b, e - b), ++sends;
+      waitRecv(data);
+      if (has_next) send(data, mod(r_ + 1), 0, b, e - b);
     }
   }
-  for (int i = 0; i < sends; ++i) data->waitSend();
 }
 
 void Runner::reduceToRoot(char* base, const Layout& l) {
@@ -250,10 +280,9 @@ void Runner::reduceToRoot(char* base, const Layout& l) {
     for (int c = 0; c < n_; ++c) {
       if (c != r_ && l.byteLen(c) > 0) data->recv(c, slot(1), l.byteOff(c), l.byteLen(c)), ++waits;
     }
-    for (int i = 0; i < waits; ++i) data->waitRecv();
+    for (int i = 0; i < waits; ++i) waitRecv(data);
   } else if (l.byteLen(r_) > 0) {
-    data->send(op_.peer, slot(1), l.byteOff(r_), l.byteLen(r_));
-    data->waitSend();
+    send(data, op_.peer, 1, l.byteOff(r_), l.byteLen(r_));
   }
 }
 
@@ -261,8 +290,7 @@ void Runner::gather() {
   const size_t block = op_.in.bytes();
   auto in = buf(op_.in.data, block);
   if (r_ != op_.peer) {
-    in->send(op_.peer, slot(0), 0, block);
-    in->waitSend();
+    send(in, op_.peer, 0, 0, block);
     return;
   }
   char* out = static_cast<char*>(op_.out.data);
@@ -271,7 +299,7 @@ void Runner::gather() {
     if (i != r_) ob->recv(i, slot(0), i * block, block);
   }
   if (block > 0) std::memcpy(out + r_ * block, op_.in.data, block);
-  for (int i = 0; i < n_ - 1; ++i) ob->waitRecv();
+  for (int i = 0; i < n_ - 1; ++i) waitRecv(ob);
 }
 
 void Runner::scatter() {
@@ -279,16 +307,15 @@ void Runner::scatter() {
   auto ob = buf(op_.out.data, block);
   if (r_ != op_.peer) {
     ob->recv(op_.peer, slot(0), 0, block);
-    ob->waitRecv();
+    waitRecv(ob);
     return;
   }
   const char* in = static_cast<const char*>(op_.in.data);
   auto ib = buf(const_cast<char*>(in), block * n_);
   for (int i = 0; i < n_; ++i) {
-    if (i != r_) ib->send(i, slot(0), i * block, block);
+    if (i != r_) send(ib, i, 0, i * block, block);
   }
   if (block > 0) std::memcpy(op_.out.data, in + r_ * block, block);
-  for (int i = 0; i < n_ - 1; ++i) ib->waitSend();
 }
 
 void Runner::reduceScatter() {
@@ -308,14 +335,13 @@ void Runner::allToAll() {
     if (j != r_) ob->recv(j, slot(0), j * block, block);
   }
   for (int j = 0; j < n_; ++j) {
-    if (j != r_) ib->send(j, slot(0), j * block, block);
+    if (j != r_) send(ib, j, 0, j * block, block);
   }
   if (block > 0) {
     std::memcpy(static_cast<char*>(op_.out.data) + r_ * block,
                 static_cast<const char*>(op_.in.data) + r_ * block, block);
   }
-  for (int j = 0; j < n_ - 1; ++j) ob->waitRecv();
-  for (int j = 0; j < n_ - 1; ++j) ib->waitSend();
+  for (int j = 0; j < n_ - 1; ++j) waitRecv(ob);
 }
 
 // Dissemination barrier: in round k send to r+2^k and receive from r-2^k.
@@ -325,10 +351,9 @@ void Runner::barrier() {
   auto in = buf(&sink, 1);
   uint32_t round = 0;
   for (int dist = 1; dist < n_; dist *= 2, ++round) {
-    out->send(mod(r_ + dist), slot(round), 0, 1);
+    send(out, mod(r_ + dist), round, 0, 1);
     in->recv(mod(r_ - dist), slot(round), 0, 1);
-    in->waitRecv();
-    out->waitSend();
+    waitRecv(in);
   }
 }
 
@@ -339,33 +364,48 @@ void Runner::run() {
         op_.kind == OpKind::kScatter || op_.kind == OpKind::kReduceScatter ||
         op_.kind == OpKind::kAllToAll) {
       const Tensor& src = op_.in;
-      if (src.bytes() > 0 && src.data != op_.out.data) std::memcpy(op_.out.data, src.data, src.bytes());
+      if (src.bytes() > 0 && src.data != op_.out.data)
+        std::memcpy(op_.out.data, src.data, src.bytes());
     }
     return;
   }
-  exchangeDescriptors();
+  postDescriptor();
+  runAlgorithm();
+  if (!desc_checked_) checkDescriptor();
+  for (Buf* b : sends_) b->waitSend();
+}
+
+void Runner::runAlgorithm() {
   char* base = static_cast<char*>(op_.in.data);
   const size_t elem = dtypeSize(op_.in.dtype);
   switch (op_.kind) {
-    case OpKind::kBroadcast: return broadcastChain(base, op_.in.bytes());
+    case OpKind::kBroadcast:
+      return broadcastChain(base, op_.in.bytes());
     case OpKind::kAllReduce: {
       Layout l = Layout::even(op_.in.count, n_, elem);
       ringReduceScatter(base, l);
       return ringAllGather(base, l, 1);
     }
-    case OpKind::kReduce: return reduceToRoot(base, Layout::even(op_.in.count, n_, elem));
+    case OpKind::kReduce:
+      return reduceToRoot(base, Layout::even(op_.in.count, n_, elem));
     case OpKind::kAllGather: {
       char* out = static_cast<char*>(op_.out.data);
       if (op_.in.bytes() > 0) std::memcpy(out + r_ * op_.in.bytes(), op_.in.data, op_.in.bytes());
       return ringAllGather(out, Layout::even(op_.in.count * n_, n_, elem), 0);
     }
-    case OpKind::kGather: return gather();
-    case OpKind::kScatter: return scatter();
-    case OpKind::kReduceScatter: return reduceScatter();
-    case OpKind::kAllToAll: return allToAll();
-    case OpKind::kBarrier: return barrier();
+    case OpKind::kGather:
+      return gather();
+    case OpKind::kScatter:
+      return scatter();
+    case OpKind::kReduceScatter:
+      return reduceScatter();
+    case OpKind::kAllToAll:
+      return allToAll();
+    case OpKind::kBarrier:
+      return barrier();
     case OpKind::kSend:
-    case OpKind::kRecv: break;
+    case OpKind::kRecv:
+      break;
   }
 }
 
@@ -373,7 +413,9 @@ void Runner::run() {
 
 void runCollective(const OpRequest& op, CollectiveEnv& env) { Runner(op, env).run(); }
 
-uint64_t p2pHeaderSlot(int tag) { return makeSlot(kP2PHeader, 0, 0, 0) | static_cast<uint32_t>(tag); }
+uint64_t p2pHeaderSlot(int tag) {
+  return makeSlot(kP2PHeader, 0, 0, 0) | static_cast<uint32_t>(tag);
+}
 
 uint64_t p2pDataSlot(int tag, DType dtype, size_t count) {
   unsigned char key[9];

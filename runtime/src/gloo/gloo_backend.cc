@@ -54,25 +54,33 @@ class StoreAdapter : public gloo::rendezvous::Store {
   Deadline deadline_;
 };
 
-class GlooBackend final : public Backend {
+// Gives a thread that is about to wait for a newly queued operation the chance to run it itself
+// before the executor thread takes it.
+constexpr auto kExecutorGrace = std::chrono::microseconds(100);
+
+class GlooBackend final : public Backend, public std::enable_shared_from_this<GlooBackend> {
  public:
   GlooBackend(GlooConfig cfg, std::shared_ptr<gloo::transport::Device> dev,
               std::shared_ptr<gloo::rendezvous::Context> ctx, PairSockets sockets,
               BackendErrorHandler on_error)
-      : cfg_(std::move(cfg)), device_(std::move(dev)), ctx_(std::move(ctx)),
-        sockets_(std::move(sockets)), channel_(ctx_),
+      : cfg_(std::move(cfg)),
+        device_(std::move(dev)),
+        ctx_(std::move(ctx)),
+        sockets_(std::move(sockets)),
+        channel_(ctx_),
         on_error_(std::move(on_error)),
         executor_([this](std::stop_token st) { executorLoop(st); }) {}
 
   ~GlooBackend() override { shutdown(); }
 
-  void submit(OpRequest op) override;
+  void submit(OpRequest op, bool caller_waits) override;
   void abort(const Status& reason) override;
   void shutdown() override;
 
  private:
   struct Pending {
     OpRequest req;
+    Clock::time_point queued_at;
     P2PHeader header;
     std::unique_ptr<Buf> header_buf;
     std::unique_ptr<Buf> data_buf;
@@ -81,6 +89,12 @@ class GlooBackend final : public Backend {
 
   void postP2P(Pending& p);
   void executorLoop(std::stop_token st);
+  // Runs queued operations in this thread until `target` completes, while nobody else runs them
+  // and each one's deadline is no later than `deadline`.
+  void driveUntil(const WorkState* target, Deadline deadline);
+  // Takes the next operation to run, or nullptr. REQUIRES: mu_ held.
+  std::unique_ptr<Pending> claimLocked();
+  void releaseLocked();
   void execute(Pending& p);
   void runOp(Pending& p);
   void report(Pending& p, Cause cause, int peer, const std::string& detail);
@@ -101,8 +115,9 @@ class GlooBackend final : public Backend {
   std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
   std::optional<Status> abort_reason_;          // GUARDED_BY(mu_)
   bool shut_down_ = false;                      // GUARDED_BY(mu_)
+  bool executing_ = false;                      // GUARDED_BY(mu_): an operation is running
 
-  // Executor thread only.
+  // Only the thread running an operation (executing_ hands them over under mu_).
   uint64_t seq_ = 0;
   std::vector<char> scratch_;
   std::vector<char> work_;
@@ -131,9 +146,12 @@ void GlooBackend::postP2P(Pending& p) {
   }
 }
 
-void GlooBackend::submit(OpRequest op) {
+void GlooBackend::submit(OpRequest op, bool caller_waits) {
   auto p = std::make_unique<Pending>();
   p->req = std::move(op);
+  p->req.work->driver = [weak = weak_from_this(), target = p->req.work.get()](Deadline d) {
+    if (auto self = weak.lock()) self->driveUntil(target, d);
+  };
   if (p->req.kind == OpKind::kSend || p->req.kind == OpKind::kRecv) {
     // Posting at submission lets both sides of an exchange make progress whatever the order in
     // which their executors wait.
@@ -151,24 +169,58 @@ void GlooBackend::submit(OpRequest op) {
     if (abort_reason_) {
       reason = abort_reason_;
     } else {
+      p->queued_at = Clock::now();
       queue_.push_back(std::move(p));
     }
   }
   if (reason) return finish(*p, *reason);
-  cv_.notify_one();
+  // A caller about to wait runs the operation itself (driveUntil); waking the executor as well
+  // would only cost two context switches per operation on a busy machine.
+  if (!caller_waits) cv_.notify_one();
+}
+
+std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
+  if (executing_ || queue_.empty()) return nullptr;
+  executing_ = true;
+  auto p = std::move(queue_.front());
+  queue_.pop_front();
+  return p;
+}
+
+void GlooBackend::releaseLocked() {
+  executing_ = false;
+  cv_.notify_all();
 }
 
 void GlooBackend::executorLoop(std::stop_token st) {
+  std::unique_lock lock(mu_);
   for (;;) {
-    std::unique_ptr<Pending> p;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty() || st.stop_requested(); });
-      if (queue_.empty()) return;
-      p = std::move(queue_.front());
-      queue_.pop_front();
+    cv_.wait(lock, [&] { return (!queue_.empty() && !executing_) || st.stop_requested(); });
+    if (queue_.empty() || executing_) return;  // stopping
+    auto age = Clock::now() - queue_.front()->queued_at;
+    if (age < kExecutorGrace) {
+      lock.unlock();
+      std::this_thread::sleep_for(kExecutorGrace - age);
+      lock.lock();
+      continue;
     }
+    auto p = claimLocked();
+    lock.unlock();
     execute(*p);
+    lock.lock();
+    releaseLocked();
+  }
+}
+
+void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
+  std::unique_lock lock(mu_);
+  while (!target->isDone()) {
+    if (executing_ || queue_.empty() || queue_.front()->req.deadline > deadline) return;
+    auto p = claimLocked();
+    lock.unlock();
+    execute(*p);
+    lock.lock();
+    releaseLocked();
   }
 }
 
@@ -216,16 +268,15 @@ void GlooBackend::reportGlooError(Pending& p, const std::string& what) {
   for (const char* k : kLost) {
     if (what.find(k) != std::string::npos) {
       return report(p, Cause::kPeerDied, sockets_.peerIn(what),
-                    std::string("connection lost during ") + opKindName(p.req.kind) + " (gloo: " +
-                        what + ")");
+                    std::string("connection lost during ") + opKindName(p.req.kind) +
+                        " (gloo: " + what + ")");
     }
   }
   report(p, Cause::kBackendError, sockets_.peerIn(what), std::string("gloo: ") + what);
 }
 
 void GlooBackend::report(Pending& p, Cause cause, int peer, const std::string& detail) {
-  on_error_(cause, peer, detail);  // breaks the world, which aborts us
-  finish(p, abortReason());
+  finish(p, on_error_(cause, peer, detail));  // breaks the world, which aborts us
 }
 
 void GlooBackend::finish(Pending& p, Status s) {
@@ -274,6 +325,11 @@ void GlooBackend::shutdown() {
   executor_.request_stop();
   cv_.notify_all();
   if (executor_.joinable()) executor_.join();
+  {
+    // A thread running an operation inline finishes it promptly now that we are aborted.
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !executing_; });
+  }
   waitConnectionsQuiet(std::chrono::milliseconds(500));
   ctx_.reset();
   device_.reset();
@@ -281,7 +337,7 @@ void GlooBackend::shutdown() {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
+Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
                                                    BackendErrorHandler on_error,
                                                    Deadline deadline) {
   const std::string where = "world '" + config.world + "' (gloo, rank " +
@@ -298,8 +354,8 @@ Result<std::unique_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     // Our waits pass their own deadlines; this only bounds calls that pass none.
     ctx->setTimeout(std::chrono::hours(24));
     auto sockets = PairSockets::find(*ctx, config.rank, config.size, store, deadline);
-    return std::unique_ptr<Backend>(new GlooBackend(config, std::move(device), std::move(ctx),
-                                                    std::move(sockets), std::move(on_error)));
+    return std::shared_ptr<Backend>(std::make_shared<GlooBackend>(
+        config, std::move(device), std::move(ctx), std::move(sockets), std::move(on_error)));
   } catch (const StoreFailure& f) {
     return Status(f.status.code(), where + ": rendezvous failed: " + f.status.message());
   } catch (const std::exception& e) {

@@ -18,8 +18,8 @@ struct GlooConfig {
 
 // Creates the world's device and context and connects the full mesh through `store` (keys under
 // "gloo/"). Blocks until every pair is connected or `deadline` passes (kTimeout). `on_error` is
-// called from the backend's executor thread when an operation fails in a way that breaks the world.
-Result<std::unique_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
+// called from the thread running an operation when it fails in a way that breaks the world.
+Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
                                                    BackendErrorHandler on_error,
                                                    Deadline deadline);
 
