@@ -1,0 +1,20 @@
+// The subcommands of mw_bench. Each parses its own flags from argv[first..], prints a table, writes
+// its JSON document to --json PATH, and returns the exit code (0 ran; 1 a target was missed and
+// --strict was given). Errors throw BenchError (exit 3) or UsageError (exit 2).
+#pragma once
+
+namespace mwb {
+
+int runThroughput(int argc, char** argv, int first);
+int runTwoWorlds(int argc, char** argv, int first);
+int runDetection(int argc, char** argv, int first);
+int runCreation(int argc, char** argv, int first);
+int runLatency(int argc, char** argv, int first);  // diagnostic, no targets
+
+extern const char* const kThroughputHelp;
+extern const char* const kTwoWorldsHelp;
+extern const char* const kDetectionHelp;
+extern const char* const kCreationHelp;
+extern const char* const kLatencyHelp;
+
+}  // namespace mwb

@@ -1,0 +1,403 @@
+// mw_bench throughput: the runtime's send/recv and all_reduce against raw Gloo and TCP.
+//
+// Two processes: this one (rank 0, receiver) and one agent (rank 1, sender). They share a runtime
+// world "tp", a raw Gloo context and a TCP connection, so every variant runs between the same two
+// processes. Per size the variants run interleaved, rep by rep, each rep `iters` messages timed at
+// the receiver from the command that starts the sender to the last message's completion.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "agent.h"
+#include "bench_util.h"
+#include "raw_baselines.h"
+#include "subcommands.h"
+
+namespace mwb {
+
+const char* const kThroughputHelp =
+    "mw_bench throughput [--reps N] [--sizes LIST] [--rep-seconds S] [--json PATH] [--strict]\n"
+    "\n"
+    "Two processes (this one = rank 0 receives, an agent = rank 1 sends). Per message size, five\n"
+    "variants run interleaved rep by rep:\n"
+    "  runtime send/recv   Communicator::send at rank 1, Communicator::recv at rank 0\n"
+    "  raw gloo send/recv  gloo::rendezvous::Context over a FileStore + tcp::Device; one unbound\n"
+    "                      buffer per side, send/recv + waitSend/waitRecv on a fixed slot\n"
+    "  tcp send/recv       a plain connected loopback TCP socket, blocking send/recv\n"
+    "  runtime all_reduce  Communicator::allReduce, float32 sum, in place, 2 ranks\n"
+    "  raw gloo all_reduce gloo::allreduce (AllreduceOptions, ring), float32 sum\n"
+    "Bandwidth follows nccl-tests: algbw = bytes/time; busbw = algbw for send/recv and\n"
+    "algbw*2*(n-1)/n for all_reduce (= algbw with n=2). Each rep moves `iters` messages, iters\n"
+    "calibrated per size so a runtime rep takes about --rep-seconds. Data is verified once per "
+    "size\n"
+    "(pattern for send/recv, 1+2=3 for all_reduce) before timing.\n"
+    "Targets: runtime/raw gloo >= 0.98 at 1 MiB and above (send/recv and all_reduce);\n"
+    "         runtime/tcp >= 0.90 at 16 MiB and above (send/recv). Judged on the median of the\n"
+    "         per-rep ratios.\n"
+    "\n"
+    "  --reps N          reps per variant and size (default 5)\n"
+    "  --sizes LIST      comma-separated sizes (default 64K,256K,1M,4M,16M,64M)\n"
+    "  --rep-seconds S   target duration of one rep (default 0.3)\n"
+    "  --json PATH       write raw samples, medians and spreads\n"
+    "  --strict          exit 1 when a target is missed\n";
+
+namespace {
+
+enum Variant { kRtP2P, kGlooP2P, kTcpP2P, kRtAllReduce, kGlooAllReduce, kNumVariants };
+const char* const kVariantKey[] = {"runtime_send_recv", "gloo_send_recv", "tcp_send_recv",
+                                   "runtime_all_reduce", "gloo_all_reduce"};
+constexpr char kWorld[] = "tp";
+
+// The leader's side of the two processes.
+struct Pair {
+  mw::WorldManager manager;
+  mw::Communicator comm{manager};
+  std::unique_ptr<Agent> agent;
+  std::unique_ptr<RawGloo> gloo;
+  std::unique_ptr<TcpLink> tcp;
+  std::vector<float> rx;   // receive buffer of the send/recv variants
+  std::vector<float> red;  // all_reduce buffer (zeros)
+  std::string dir;         // FileStore of the raw Gloo rendezvous
+
+  ~Pair() {
+    agent.reset();
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+};
+
+void connectPair(Pair& p, size_t max_bytes) {
+  p.rx.assign(max_bytes / sizeof(float), 0.0f);
+  p.red.assign(max_bytes / sizeof(float), 0.0f);
+  p.agent = Agent::spawn("rank 1 agent");
+  Hosted h = hostWorld(p.manager, kWorld, 2, std::chrono::milliseconds(1000));
+  p.agent->call(joinCommand(kWorld, 1, 2, h.port, std::chrono::milliseconds(1000)));
+  expectOk(h.join.wait(mw::deadlineIn(std::chrono::seconds(20))), "joining world tp");
+
+  char tmpl[] = "/tmp/mw_bench_gloo.XXXXXX";
+  if (!::mkdtemp(tmpl)) throw BenchError("mkdtemp failed");
+  p.dir = tmpl;
+  p.agent->post("gloo-init " + p.dir + " tp 1 2");
+  p.gloo = RawGloo::connect(p.dir, "tp", 0, 2);
+  p.agent->reply();
+  // Both contexts are connected: the rendezvous files are not needed any more.
+  std::filesystem::remove_all(p.dir);
+  p.dir.clear();
+
+  TcpListener listener;
+  p.agent->post("tcp-connect " + std::to_string(listener.port()));
+  p.tcp = std::make_unique<TcpLink>(listener.accept(10000));
+  p.agent->reply();
+}
+
+// Runs op `i` of variant `v` at rank 0 (the agent runs its side of all of them).
+void runOp(Pair& p, Variant v, size_t bytes, long ops) {
+  const size_t count = bytes / sizeof(float);
+  switch (v) {
+    case kRtP2P:
+      for (long i = 0; i < ops; ++i) {
+        expectOk(p.comm.recv(kWorld, mw::Tensor::cpu(p.rx.data(), count), 1), "runtime recv");
+      }
+      return;
+    case kGlooP2P:
+      return p.gloo->recv(p.rx.data(), bytes, 1, ops);
+    case kTcpP2P:
+      return p.tcp->recv(p.rx.data(), bytes, ops);
+    case kRtAllReduce:
+      for (long i = 0; i < ops; ++i) {
+        expectOk(p.comm.allReduce(kWorld, mw::Tensor::cpu(p.red.data(), count)).wait(),
+                 "runtime all_reduce");
+      }
+      return;
+    case kGlooAllReduce:
+      return p.gloo->allreduce(p.red.data(), count, ops);
+    default:
+      return;
+  }
+}
+
+// The agent's command for `iters` ops of `v`.
+std::string agentCommand(Variant v, size_t bytes, long iters) {
+  const std::string n = std::to_string(iters), b = std::to_string(bytes);
+  const std::string count = std::to_string(bytes / sizeof(float));
+  switch (v) {
+    case kRtP2P:
+      return std::string("send ") + kWorld + " 0 " + b + " " + n;
+    case kGlooP2P:
+      return "gloo-send 0 " + b + " " + n;
+    case kTcpP2P:
+      return "tcp-send " + b + " " + n;
+    case kRtAllReduce:
+      return std::string("allreduce ") + kWorld + " " + count + " " + n;
+    default:
+      return "gloo-allreduce " + count + " " + n;
+  }
+}
+
+// One rep: seconds from starting the sender to the last completion at rank 0. With `per_op`,
+// also the time of each op at rank 0 (ops then run one call at a time).
+double timeVariant(Pair& p, Variant v, size_t bytes, long iters,
+                   std::vector<double>* per_op = nullptr) {
+  const auto t0 = Clock::now();
+  p.agent->post(agentCommand(v, bytes, iters));
+  if (!per_op) {
+    runOp(p, v, bytes, iters);
+  } else {
+    for (long i = 0; i < iters; ++i) {
+      const auto a = Clock::now();
+      runOp(p, v, bytes, 1);
+      per_op->push_back(millis(Clock::now() - a));
+    }
+  }
+  const double s = seconds(Clock::now() - t0);
+  p.agent->reply();
+  return s;
+}
+
+// Checks that every variant moves the right bytes at this size (and warms it up).
+void verify(Pair& p, size_t bytes) {
+  const size_t count = bytes / sizeof(float);
+  for (Variant v : {kRtP2P, kGlooP2P, kTcpP2P}) {
+    std::fill(p.rx.begin(), p.rx.begin() + count, 0.0f);
+    timeVariant(p, v, bytes, 2);
+    if (!checkPattern(p.rx.data(), count)) {
+      throw BenchError(std::string(kVariantKey[v]) + ": received data differs at " +
+                       sizeName(bytes));
+    }
+  }
+  auto check = [&](const char* what) {
+    bool good =
+        std::all_of(p.red.begin(), p.red.begin() + count, [](float x) { return x == 3.0f; });
+    std::fill(p.red.begin(), p.red.begin() + count, 0.0f);
+    if (!good) throw BenchError(std::string(what) + ": all_reduce result is not 1+2");
+  };
+  std::fill(p.red.begin(), p.red.begin() + count, 1.0f);
+  p.agent->post(std::string("allreduce-check ") + kWorld + " " + std::to_string(count));
+  expectOk(p.comm.allReduce(kWorld, mw::Tensor::cpu(p.red.data(), count)).wait(), "all_reduce");
+  p.agent->reply();
+  check("runtime");
+  std::fill(p.red.begin(), p.red.begin() + count, 1.0f);
+  p.agent->post("gloo-allreduce-check " + std::to_string(count));
+  p.gloo->allreduce(p.red.data(), count, 1);
+  p.agent->reply();
+  check("raw gloo");
+}
+
+long calibrate(Pair& p, Variant v, size_t bytes, double rep_seconds) {
+  long probe = std::max<long>(2, static_cast<long>((32u << 20) / bytes));
+  double s = timeVariant(p, v, bytes, probe);
+  double per = s / static_cast<double>(probe);
+  return std::clamp<long>(std::lround(rep_seconds / per), 2, 1000000);
+}
+
+struct SizeResult {
+  size_t bytes = 0;
+  long p2p_iters = 0, ar_iters = 0;
+  std::vector<double> secs[kNumVariants];
+  std::vector<double> gbps[kNumVariants];  // algbw
+  std::vector<double> rt_gloo_p2p, rt_tcp_p2p, rt_gloo_ar;
+};
+
+SizeResult measureSize(Pair& p, size_t bytes, int reps, double rep_seconds) {
+  SizeResult r;
+  r.bytes = bytes;
+  verify(p, bytes);
+  r.p2p_iters = calibrate(p, kRtP2P, bytes, rep_seconds);
+  r.ar_iters = calibrate(p, kRtAllReduce, bytes, rep_seconds);
+  for (int rep = 0; rep < reps; ++rep) {
+    double bw[kNumVariants];
+    for (int v = 0; v < kNumVariants; ++v) {
+      long iters = v >= kRtAllReduce ? r.ar_iters : r.p2p_iters;
+      double s = timeVariant(p, static_cast<Variant>(v), bytes, iters);
+      bw[v] = static_cast<double>(bytes) * static_cast<double>(iters) / s / 1e9;
+      r.secs[v].push_back(s);
+      r.gbps[v].push_back(bw[v]);
+    }
+    r.rt_gloo_p2p.push_back(bw[kRtP2P] / bw[kGlooP2P]);
+    r.rt_tcp_p2p.push_back(bw[kRtP2P] / bw[kTcpP2P]);
+    r.rt_gloo_ar.push_back(bw[kRtAllReduce] / bw[kGlooAllReduce]);
+  }
+  return r;
+}
+
+std::string cell(const std::vector<double>& v, int prec) {
+  Summary s = summarize(v);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.*f [%.*f..%.*f]", prec, s.median, prec, s.min, prec, s.max);
+  return buf;
+}
+
+// "0.991 [0.95..1.02] PASS": the median of the per-rep ratios, its confidence interval (see
+// Summary) and the verdict where the target applies at this size.
+std::string judged(const std::vector<double>& ratios, bool applies, double target, bool& missed) {
+  Summary s = summarize(ratios);
+  const bool ok = s.median >= target;
+  if (applies) missed |= !ok;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3f [%.3f..%.3f] %s", s.median, s.ci_lo, s.ci_hi,
+                applies ? verdict(ok) : "    ");
+  return buf;
+}
+
+constexpr size_t kGlooTargetFrom = 1u << 20;
+constexpr size_t kTcpTargetFrom = 16u << 20;
+constexpr double kGlooTarget = 0.98, kTcpTarget = 0.90;
+
+bool printTables(const std::vector<SizeResult>& results, int reps) {
+  bool missed = false;
+  const double level = results.empty() ? 0 : summarize(results[0].rt_gloo_p2p).ci_level;
+  std::printf(
+      "\nsend/recv, rank 1 -> rank 0: algbw = busbw in GB/s, median [min..max] of %d reps;\n"
+      "ratios: median of per-rep ratios [%.0f%% confidence interval of that median]\n",
+      reps, 100 * level);
+  std::printf("%-7s %7s  %-22s %-22s %-22s %-26s %s\n", "size", "iters", "runtime", "raw gloo",
+              "tcp", "runtime/gloo", "runtime/tcp");
+  for (const auto& r : results) {
+    std::string g = judged(r.rt_gloo_p2p, r.bytes >= kGlooTargetFrom, kGlooTarget, missed);
+    std::string t = judged(r.rt_tcp_p2p, r.bytes >= kTcpTargetFrom, kTcpTarget, missed);
+    std::printf("%-7s %7ld  %-22s %-22s %-22s %-26s %s\n", sizeName(r.bytes).c_str(), r.p2p_iters,
+                cell(r.gbps[kRtP2P], 3).c_str(), cell(r.gbps[kGlooP2P], 3).c_str(),
+                cell(r.gbps[kTcpP2P], 3).c_str(), g.c_str(), t.c_str());
+  }
+  std::printf(
+      "targets: runtime/gloo >= %.2f from %s; runtime/tcp >= %.2f from %s (on the median)\n",
+      kGlooTarget, sizeName(kGlooTargetFrom).c_str(), kTcpTarget, sizeName(kTcpTargetFrom).c_str());
+  std::printf(
+      "\nall_reduce float32 sum, 2 ranks: algbw GB/s (busbw = algbw*2*(n-1)/n = algbw), "
+      "median [min..max] of %d reps\n",
+      reps);
+  std::printf("%-7s %7s  %-22s %-22s %s\n", "size", "iters", "runtime", "raw gloo", "runtime/gloo");
+  for (const auto& r : results) {
+    std::string g = judged(r.rt_gloo_ar, r.bytes >= kGlooTargetFrom, kGlooTarget, missed);
+    std::printf("%-7s %7ld  %-22s %-22s %s\n", sizeName(r.bytes).c_str(), r.ar_iters,
+                cell(r.gbps[kRtAllReduce], 3).c_str(), cell(r.gbps[kGlooAllReduce], 3).c_str(),
+                g.c_str());
+  }
+  std::printf("target: runtime/gloo >= %.2f from %s (on the median)\n", kGlooTarget,
+              sizeName(kGlooTargetFrom).c_str());
+  return missed;
+}
+
+Json sizeJson(const SizeResult& r) {
+  Json j = Json::object();
+  j.set("bytes", r.bytes).set("size", sizeName(r.bytes));
+  j.set("send_recv_iters", r.p2p_iters).set("all_reduce_iters", r.ar_iters);
+  for (int v = 0; v < kNumVariants; ++v) {
+    Json x = Json::object();
+    x.set("algbw_gbps", sampleJson(r.gbps[v]));
+    // busbw: send/recv as algbw; all_reduce algbw*2*(n-1)/n with n = 2, the same numbers.
+    x.set("busbw_gbps", sampleJson(r.gbps[v]));
+    x.set("seconds", Json(r.secs[v]));
+    j.set(kVariantKey[v], x);
+  }
+  j.set("ratio_runtime_over_gloo_send_recv", sampleJson(r.rt_gloo_p2p));
+  j.set("ratio_runtime_over_tcp_send_recv", sampleJson(r.rt_tcp_p2p));
+  j.set("ratio_runtime_over_gloo_all_reduce", sampleJson(r.rt_gloo_ar));
+  Json t = Json::object();
+  if (r.bytes >= kGlooTargetFrom) {
+    t.set("send_recv_runtime_over_gloo_ge_0.98", summarize(r.rt_gloo_p2p).median >= kGlooTarget);
+    t.set("all_reduce_runtime_over_gloo_ge_0.98", summarize(r.rt_gloo_ar).median >= kGlooTarget);
+  }
+  if (r.bytes >= kTcpTargetFrom) {
+    t.set("send_recv_runtime_over_tcp_ge_0.90", summarize(r.rt_tcp_p2p).median >= kTcpTarget);
+  }
+  j.set("targets_pass", t);
+  return j;
+}
+
+}  // namespace
+
+int runThroughput(int argc, char** argv, int first) {
+  Flags f(argc, argv, first, {"--reps", "--sizes", "--rep-seconds", "--json"}, {"--strict"});
+  const int reps = static_cast<int>(f.integer("--reps", 5, 1, 1000));
+  const auto sizes = parseSizes(f.str("--sizes", "64K,256K,1M,4M,16M,64M"));
+  const double rep_seconds = f.number("--rep-seconds", 0.3, 0.001, 60);
+  for (size_t b : sizes) {
+    if (b % sizeof(float) != 0) throw UsageError("sizes must be multiples of 4 bytes");
+  }
+  Json doc = Json::object();
+  doc.set("benchmark", "throughput").set("host", hostJson());
+  Json cfg = Json::object();
+  cfg.set("reps", reps).set("rep_seconds", rep_seconds).set("processes", 2);
+  Json sz = Json::array();
+  for (size_t b : sizes) sz.push(Json(b));
+  cfg.set("sizes", sz);
+  doc.set("config", cfg);
+
+  const auto start = Clock::now();
+  Pair p;
+  connectPair(p, *std::max_element(sizes.begin(), sizes.end()));
+  std::vector<SizeResult> results;
+  Json js = Json::array();
+  for (size_t b : sizes) {
+    std::fprintf(stderr, "throughput: %s ...\n", sizeName(b).c_str());
+    results.push_back(measureSize(p, b, reps, rep_seconds));
+    js.push(sizeJson(results.back()));
+  }
+  doc.set("sizes", js);
+  bool missed = printTables(results, reps);
+  doc.set("all_targets_pass", !missed);
+  doc.set("wall_seconds", seconds(Clock::now() - start));
+  writeJson(f.str("--json", ""), doc);
+  return missed && f.has("--strict") ? 1 : 0;
+}
+
+}  // namespace mwb
+
+namespace mwb {
+
+const char* const kLatencyHelp =
+    "mw_bench latency [--size BYTES] [--ops N] [--blocks N] [--json PATH]\n"
+    "\n"
+    "Diagnostic (no targets): the time of each single operation at rank 0, for the same five\n"
+    "variants and two processes as `throughput`, run in interleaved blocks of --ops operations.\n"
+    "Bandwidth hides whether an operation is uniformly slow or sometimes stalls; this shows the\n"
+    "distribution, and the share of operations that took 3.5 ms or more (on these machines\n"
+    "stalls come in multiples of the 4 ms scheduler tick).\n"
+    "\n"
+    "  --size BYTES  message / all_reduce size (default 256K)\n"
+    "  --ops N       operations per block (default 200)\n"
+    "  --blocks N    blocks per variant (default 5)\n"
+    "  --json PATH   write every per-op sample and the summaries\n";
+
+int runLatency(int argc, char** argv, int first) {
+  Flags f(argc, argv, first, {"--size", "--ops", "--blocks", "--json"}, {});
+  const size_t bytes = parseSize(f.str("--size", "256K"));
+  if (bytes % sizeof(float) != 0) throw UsageError("--size must be a multiple of 4");
+  const long ops = f.integer("--ops", 200, 1, 1000000);
+  const int blocks = static_cast<int>(f.integer("--blocks", 5, 1, 10000));
+  Pair p;
+  connectPair(p, bytes);
+  verify(p, bytes);
+  std::vector<double> lat[kNumVariants];
+  for (int b = 0; b < blocks; ++b) {
+    for (int v = 0; v < kNumVariants; ++v) {
+      timeVariant(p, static_cast<Variant>(v), bytes, ops, &lat[v]);
+    }
+  }
+  std::printf("\nper-operation time at rank 0, %s, %d blocks of %ld ops (ms)\n",
+              sizeName(bytes).c_str(), blocks, ops);
+  std::printf("  %-20s %8s %8s %8s %8s %8s %8s  %s\n", "variant", "min", "p10", "median", "p90",
+              "p99", "max", ">=3.5ms");
+  Json doc = Json::object();
+  doc.set("benchmark", "latency").set("host", hostJson());
+  doc.set("bytes", bytes).set("ops_per_block", ops).set("blocks", blocks);
+  for (int v = 0; v < kNumVariants; ++v) {
+    Summary s = summarize(lat[v]);
+    double slow = static_cast<double>(
+        std::count_if(lat[v].begin(), lat[v].end(), [](double x) { return x >= 3.5; }));
+    double share = lat[v].empty() ? 0 : slow / static_cast<double>(lat[v].size());
+    std::printf("  %-20s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f  %5.1f%%\n", kVariantKey[v], s.min,
+                s.p10, s.median, s.p90, s.p99, s.max, 100 * share);
+    Json j = sampleJson(lat[v]);
+    j.set("share_ge_3_5ms", share);
+    doc.set(std::string(kVariantKey[v]) + "_ms", j);
+  }
+  writeJson(f.str("--json", ""), doc);
+  return 0;
+}
+
+}  // namespace mwb
