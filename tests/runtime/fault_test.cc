@@ -239,3 +239,23 @@ TEST_CASE("SIGSTOP of the store host breaks the world at the others", "[runtime]
   CHECK(ms <= hb + scaled(250).count());
   x->signal(SIGCONT);
 }
+
+TEST_CASE("a pending all_reduce fails at once when its world breaks", "[runtime][fault]") {
+  // float32 takes Gloo's own ring; int8-sized types take ours: both must be cut short.
+  for (mw::DType dtype : {mw::DType::kFloat32, mw::DType::kUInt8}) {
+    CAPTURE(mw::dtypeName(dtype));
+    mw::test::LocalWorld w(std::string("ar-") + mw::dtypeName(dtype), 2);
+    REQUIRE(w.status().ok());
+    auto sub = w.manager(0).subscribe();
+    std::vector<char> buf(1 << 20);
+    mw::Tensor t{buf.data(), dtype, buf.size() / mw::dtypeSize(dtype), mw::Device::cpu()};
+    auto pending = w.comm(0).allReduce(w.name(), t);  // rank 1 never joins the call
+    std::this_thread::sleep_for(100ms);
+    REQUIRE_FALSE(pending.test());
+    auto t0 = mw::Clock::now();
+    REQUIRE(w.manager(1).removeWorld(w.name()).ok());
+    mw::Status s = pending.wait(mw::deadlineIn(5s));
+    CHECK(s.code() == mw::Code::kWorldBroken);
+    CHECK(msBetween(t0, mw::Clock::now()) <= scaled(100).count());
+  }
+}

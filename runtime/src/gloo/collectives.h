@@ -5,9 +5,18 @@
 // never match each other's messages (Gloo would abort the process on a size overflow); a
 // descriptor exchange with the ring neighbour turns such a disagreement into a ProtocolError that
 // names both calls.
+//
+// all_reduce on float32, float64, int32 and int64 runs Gloo's own ring algorithm (measured 1.7x
+// faster than ours on these machines), after a blocking descriptor check with the neighbour it
+// receives from, so that no member ever sees a message larger than the buffer Gloo posted for it.
+// Gloo's internal buffers cannot be reached by abortWaitRecv/abortWaitSend: an abort cuts the
+// world's sockets instead (see pair_sockets.h), which fails Gloo's waits at once.
 #pragma once
 
+#include <gloo/context.h>
+
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/backend.h"
@@ -16,9 +25,10 @@
 namespace mw::detail {
 
 struct CollectiveEnv {
+  std::shared_ptr<gloo::Context> context;  // for Gloo's own algorithms
   int rank = 0;
   int size = 1;
-  uint64_t seq = 0;            // per world, increments per collective, same on every member
+  uint64_t seq = 0;  // per world, increments per collective, same on every member
   Channel* channel = nullptr;
   std::vector<char>* scratch = nullptr;  // reusable receive space
   std::vector<char>* work = nullptr;     // reusable copy space

@@ -237,7 +237,7 @@ void GlooBackend::runOp(Pending& p) {
       p.data_buf->waitRecv();
       return;
     default: {
-      CollectiveEnv env{cfg_.rank, cfg_.size, seq_++, &channel_, &scratch_, &work_};
+      CollectiveEnv env{ctx_, cfg_.rank, cfg_.size, seq_++, &channel_, &scratch_, &work_};
       runCollective(p.req, env);
     }
   }
