@@ -8,7 +8,9 @@
 //
 // Every member of a world must call collectives in the same order with matching dtype, count,
 // root and reduce op. A member whose arguments do not match its peers' breaks the world with cause
-// kProtocolError and a detail naming both sides, rather than corrupting data or hanging.
+// kProtocolError and a detail naming both calls, never corrupting data or crashing: at once for
+// point-to-point messages and most collectives, and at the operation's deadline for all_reduce on
+// float32, float64, int32 and int64 (which runs Gloo's own, faster ring; see docs/design.md).
 // Point-to-point messages match by (source, tag) in order; dtype and count must match too.
 //
 // Tensors are borrowed: keep each buffer alive and unmodified until its Work completes.
