@@ -263,16 +263,18 @@ void GlooBackend::execute(Pending& p) {
 // A transfer that fails because the connection closed or was reset means the member at the other
 // end is gone (or cut off): say so, and name it, rather than blaming the library.
 void GlooBackend::reportGlooError(Pending& p, const std::string& what) {
+  int peer = sockets_.peerIn(what);
+  if (peer < 0 && cfg_.size == 2) peer = 1 - cfg_.rank;  // only one member it can be
   static const char* kLost[] = {"Connection reset by peer", "Connection closed by peer",
                                 "Broken pipe", "Socket closed"};
   for (const char* k : kLost) {
     if (what.find(k) != std::string::npos) {
-      return report(p, Cause::kPeerDied, sockets_.peerIn(what),
+      return report(p, Cause::kPeerDied, peer,
                     std::string("connection lost during ") + opKindName(p.req.kind) +
                         " (gloo: " + what + ")");
     }
   }
-  report(p, Cause::kBackendError, sockets_.peerIn(what), std::string("gloo: ") + what);
+  report(p, Cause::kBackendError, peer, std::string("gloo: ") + what);
 }
 
 void GlooBackend::report(Pending& p, Cause cause, int peer, const std::string& detail) {
