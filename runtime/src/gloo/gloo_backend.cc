@@ -57,6 +57,11 @@ class StoreAdapter : public gloo::rendezvous::Store {
 // Gives a thread that is about to wait for a newly queued operation the chance to run it itself
 // before the executor thread takes it.
 constexpr auto kExecutorGrace = std::chrono::microseconds(100);
+// How long an aborted world waits for Gloo's loop to close its shut-down connections. It takes
+// about a millisecond; the bound only matters on a machine so loaded (or a sanitizer build so slow)
+// that Gloo's loop lags, and destroying a pair that Gloo's loop is still handling can deadlock
+// inside Gloo (see pair_sockets.h), so it is generous.
+constexpr auto kQuietLimit = std::chrono::seconds(5);
 
 class GlooBackend final : public Backend, public std::enable_shared_from_this<GlooBackend> {
  public:
@@ -89,6 +94,8 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
 
   void postP2P(Pending& p);
   void executorLoop(std::stop_token st);
+  // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
+  void buryLocked(std::unique_lock<std::mutex>& lock);
   // Runs queued operations in this thread until `target` completes, while nobody else runs them
   // and each one's deadline is no later than `deadline`.
   void driveUntil(const WorkState* target, Deadline deadline);
@@ -113,6 +120,8 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
+  // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
+  std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
   std::optional<Status> abort_reason_;          // GUARDED_BY(mu_)
   bool shut_down_ = false;                      // GUARDED_BY(mu_)
   bool executing_ = false;                      // GUARDED_BY(mu_): an operation is running
@@ -192,11 +201,27 @@ void GlooBackend::releaseLocked() {
   cv_.notify_all();
 }
 
+void GlooBackend::buryLocked(std::unique_lock<std::mutex>& lock) {
+  while (!graveyard_.empty()) {
+    auto dead = std::move(graveyard_);
+    Status reason = abort_reason_ ? *abort_reason_ : Status(Code::kAborted, "aborted");
+    lock.unlock();
+    for (auto& p : dead) finish(*p, reason);
+    lock.lock();
+  }
+}
+
 void GlooBackend::executorLoop(std::stop_token st) {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return (!queue_.empty() && !executing_) || st.stop_requested(); });
-    if (queue_.empty() || executing_) return;  // stopping
+    cv_.wait(lock, [&] {
+      return (!queue_.empty() && !executing_) || !graveyard_.empty() || st.stop_requested();
+    });
+    buryLocked(lock);
+    if (queue_.empty() || executing_) {
+      if (st.stop_requested()) return;
+      continue;
+    }
     auto age = Clock::now() - queue_.front()->queued_at;
     if (age < kExecutorGrace) {
       lock.unlock();
@@ -282,7 +307,10 @@ void GlooBackend::report(Pending& p, Cause cause, int peer, const std::string& d
 }
 
 void GlooBackend::finish(Pending& p, Status s) {
-  // Drop the Gloo buffers before the caller may free the memory they point to.
+  // After a failure Gloo's loop may still be signalling or filling this operation's buffers until
+  // it has closed the world's (shut down) connections: only then are they ours to drop, and only
+  // after that may the caller free the memory they point to.
+  if (!s.ok()) waitConnectionsQuiet(kQuietLimit);
   p.header_buf.reset();
   p.data_buf.reset();
   p.req.work->complete(std::move(s));
@@ -302,18 +330,18 @@ void GlooBackend::waitConnectionsQuiet(std::chrono::milliseconds limit) {
 }
 
 void GlooBackend::abort(const Status& reason) {
-  std::deque<std::unique_ptr<Pending>> drained;
   {
     std::lock_guard lock(mu_);
     if (abort_reason_) return;
     abort_reason_ = reason;
-    drained.swap(queue_);
+    for (auto& p : queue_) graveyard_.push_back(std::move(p));
+    queue_.clear();
   }
   channel_.abortAll();
   // Data may still arrive for buffers we drop; cut the connections so Gloo's loop closes them
-  // itself instead of spinning on unread bytes (see pair_sockets.h).
+  // itself instead of spinning on unread bytes (see pair_sockets.h). The executor fails the
+  // queued operations once that is done; abort itself never waits (the watchdog calls it).
   sockets_.shutdownAll();
-  for (auto& p : drained) finish(*p, reason);
   cv_.notify_all();
 }
 
@@ -331,8 +359,9 @@ void GlooBackend::shutdown() {
     // A thread running an operation inline finishes it promptly now that we are aborted.
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return !executing_; });
+    buryLocked(lock);
   }
-  waitConnectionsQuiet(std::chrono::milliseconds(500));
+  waitConnectionsQuiet(kQuietLimit);
   ctx_.reset();
   device_.reset();
 }
