@@ -54,9 +54,9 @@ enum class Cause : int {
   kPeerSilent = 2,     // no heartbeat from a member for longer than the world's heartbeat timeout
   kOpTimeout = 3,      // an operation passed its deadline
   kBackendError = 4,   // Gloo/NCCL reported an error
-  kStoreLost = 5,      // the world's store (hosted by rank 0) went away or answered garbage
+  kStoreLost = 5,      // reserved: the world's store answered garbage
   kProtocolError = 6,  // a peer violated the protocol (dtype/count mismatch, bad frame)
-  kInjected = 7,       // a failpoint fired
+  kInjected = 7,       // reserved: a failpoint fired (failpoint builds, next release)
   kRemoteBroken = 8,   // another member reported that the world broke there
 };
 

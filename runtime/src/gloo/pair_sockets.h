@@ -34,7 +34,6 @@ class PairSockets {
   void shutdownAll() const;
   // True once Gloo has closed every one of them.
   bool allClosed() const;
-  size_t count() const { return socks_.size(); }
 
   // The rank whose published pair address ("[ip]:port", as Gloo prints it) appears in `text`
   // (a Gloo error message), or -1.
