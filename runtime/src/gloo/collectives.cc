@@ -125,7 +125,7 @@ struct Layout {
 
 class Runner {
  public:
-  Runner(const OpRequest& op, CollectiveEnv& env)
+  Runner(const OpRequest& op, const CollectiveEnv& env)
       : op_(op), env_(env), n_(env.size), r_(env.rank), desc_(describe(op)) {
     hash_ = hash24(&desc_, sizeof(desc_));
   }
@@ -171,11 +171,15 @@ class Runner {
   void barrier();
 
   const OpRequest& op_;
-  CollectiveEnv& env_;
+  CollectiveEnv env_;
   const int n_;
   const int r_;
   Desc desc_;
   Desc theirs_{};
+  // The barrier's one-byte messages: members, not locals, since sends are waited for after the
+  // algorithm returns and Gloo's loop may write from them until then.
+  char token_ = 1;
+  char sink_ = 0;
   uint32_t hash_ = 0;
   Buf* desc_in_ = nullptr;
   bool desc_checked_ = false;
@@ -438,9 +442,8 @@ void Runner::allToAll() {
 
 // Dissemination barrier: in round k send to r+2^k and receive from r-2^k.
 void Runner::barrier() {
-  char token = 1, sink = 0;
-  auto out = buf(&token, 1);
-  auto in = buf(&sink, 1);
+  auto out = buf(&token_, 1);
+  auto in = buf(&sink_, 1);
   uint32_t round = 0;
   for (int dist = 1; dist < n_; dist *= 2, ++round) {
     send(out, mod(r_ + dist), round, 0, 1);
@@ -508,7 +511,14 @@ void Runner::runAlgorithm() {
 
 }  // namespace
 
-void runCollective(const OpRequest& op, CollectiveEnv& env) { Runner(op, env).run(); }
+struct Collective::Impl {
+  Runner runner;
+};
+
+Collective::Collective(const OpRequest& op, const CollectiveEnv& env)
+    : impl_(std::make_unique<Impl>(Impl{Runner(op, env)})) {}
+Collective::~Collective() = default;
+void Collective::run() { impl_->runner.run(); }
 
 uint64_t p2pHeaderSlot(int tag) {
   return makeSlot(kP2PHeader, 0, 0, 0) | static_cast<uint32_t>(tag);

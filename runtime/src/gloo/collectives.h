@@ -34,9 +34,24 @@ struct CollectiveEnv {
   std::vector<char>* work = nullptr;     // reusable copy space
 };
 
-// Runs collective `op` (not send/recv) to completion. Throws AbortedError, OpTimeoutError,
-// ProtocolError or Gloo's exceptions.
-void runCollective(const OpRequest& op, CollectiveEnv& env);
+// One collective operation (not send/recv). It owns every buffer it posts and the small messages
+// (descriptors, barrier tokens) those buffers point to, so it must outlive Gloo's use of them:
+// destroy it only after run() returned, or, after a failure, once the world's connections are
+// closed (Gloo's loop may still be writing from or into them until then). `op` must outlive it.
+class Collective {
+ public:
+  Collective(const OpRequest& op, const CollectiveEnv& env);
+  ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+  // Runs the operation to completion. Throws AbortedError, OpTimeoutError, ProtocolError or
+  // Gloo's exceptions. Call at most once.
+  void run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Point-to-point header, sent ahead of each message so the receiver can name a mismatch.
 struct P2PHeader {

@@ -89,6 +89,7 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
     P2PHeader header;
     std::unique_ptr<Buf> header_buf;
     std::unique_ptr<Buf> data_buf;
+    std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
     std::optional<std::string> post_error;
   };
 
@@ -263,7 +264,8 @@ void GlooBackend::runOp(Pending& p) {
       return;
     default: {
       CollectiveEnv env{ctx_, cfg_.rank, cfg_.size, seq_++, &channel_, &scratch_, &work_};
-      runCollective(p.req, env);
+      p.collective = std::make_unique<Collective>(p.req, env);
+      p.collective->run();
     }
   }
 }
@@ -313,6 +315,7 @@ void GlooBackend::finish(Pending& p, Status s) {
   if (!s.ok()) waitConnectionsQuiet(kQuietLimit);
   p.header_buf.reset();
   p.data_buf.reset();
+  p.collective.reset();
   p.req.work->complete(std::move(s));
 }
 
