@@ -7,6 +7,8 @@
 //   traffic <world> <ok_ops> <status>       a traffic loop ended
 // Usage: mw_test_worker --join NAME:RANK:SIZE:PORT[:HEARTBEAT_MS] ...
 //                       [--send NAME:PEER:BYTES] [--recv NAME:PEER:BYTES] [--exit-after-ms N]
+//                       [--failpoint POINT:FAILNUM] (enabled once every world joined; needs a
+//                       runtime built with failpoints)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
   std::vector<mw::WorldOptions> joins;
   std::vector<Traffic> traffic;
   long exit_after_ms = 600000;
+  std::vector<std::pair<std::string, int>> failpoints;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], val = argv[i + 1];
     auto p = split(val, ':');
@@ -80,6 +83,8 @@ int main(int argc, char** argv) {
     } else if ((flag == "--send" || flag == "--recv") && p.size() == 3) {
       traffic.push_back({flag == "--send", p[0], std::atoi(p[1].c_str()),
                          static_cast<size_t>(std::atoll(p[2].c_str()))});
+    } else if (flag == "--failpoint" && p.size() == 2) {
+      failpoints.emplace_back(p[0], std::atoi(p[1].c_str()));
     } else if (flag == "--exit-after-ms") {
       exit_after_ms = std::atol(val.c_str());
     } else {
@@ -94,6 +99,14 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < joins.size(); ++i) {
     mw::Status s = pending[i].wait();
     if (!s.ok()) say("joinfail " + joins[i].name + " " + s.toString());
+  }
+  for (const auto& [name, failnum] : failpoints) {
+    mw::failpoints::Mode mode;
+    mode.failnum = failnum;
+    if (mw::Status s = mw::failpoints::enable(name, mode); !s.ok()) {
+      say("failpointfail " + name + " " + s.toString());
+      return 3;
+    }
   }
   say("ready");
   std::vector<std::thread> loops;

@@ -73,8 +73,12 @@ class StoreClient {
  public:
   // Connects (retrying refused connections until `deadline`) and presents `token`.
   // kTimeout when the server could not be reached in time, kPermissionDenied for a wrong token.
+  // In a library with failpoints (multiworld/failpoints.h) every call checks the point
+  // "mw/store/<call>/<failpoint_scope>" (set, get, wait, check, add, compare_set, delete), or
+  // "mw/store/<call>" when the scope is empty; a world's own client uses the world's name.
   static Result<std::unique_ptr<StoreClient>> connect(const StoreAddress& address,
-                                                      const std::string& token, Deadline deadline);
+                                                      const std::string& token, Deadline deadline,
+                                                      const std::string& failpoint_scope = "");
   virtual ~StoreClient() = default;
 
   virtual Status set(const std::string& key, const std::string& value, Deadline deadline) = 0;

@@ -20,13 +20,18 @@
 
 #include "multiworld/status.h"
 #include "multiworld/store.h"
+#include "multiworld/tensor.h"
 #include "multiworld/work.h"
 
 namespace mw {
 
-enum class BackendKind : uint8_t { kGloo = 0 };
-// "gloo".
+// gloo: CPU tensors over TCP. nccl: CUDA tensors of one GPU (the world's device), in a library
+// built with the NCCL backend (multiworld/config.h: MW_CONFIG_WITH_NCCL).
+enum class BackendKind : uint8_t { kGloo = 0, kNccl = 1 };
+// "gloo", "nccl".
 const char* backendName(BackendKind b);
+// Parses "gloo" or "nccl". kInvalidArgument otherwise.
+Result<BackendKind> parseBackend(const std::string& name);
 
 enum class WorldState : uint8_t { kJoining = 0, kHealthy = 1, kBroken = 2, kRemoved = 3 };
 // "joining", "healthy", "broken", "removed".
@@ -37,6 +42,9 @@ struct WorldOptions {
   int rank = -1;     // this process's rank, 0 <= rank < size
   int size = 0;      // number of members, >= 1
   BackendKind backend = BackendKind::kGloo;
+  // Where the world's tensors live: cpu for gloo; cuda:N for nccl (N as this process sees its GPUs
+  // through CUDA_VISIBLE_DEVICES). A missing driver or GPU fails initialization with kUnavailable.
+  Device device{};
   // The world's store. Rank 0 hosts it there when host_store is true (port 0 lets rank 0 pick a
   // free port, reported by WorldInfo::store_port; other ranks then need that port).
   StoreAddress store{};
@@ -53,6 +61,7 @@ struct WorldInfo {
   int rank = -1;
   int size = 0;
   BackendKind backend = BackendKind::kGloo;
+  Device device{};
   WorldState state = WorldState::kJoining;
   uint64_t generation = 0;      // counts initializations of this name in this process, from 1
   uint16_t store_port = 0;      // the store's port (the chosen one when rank 0 picked it)
@@ -81,6 +90,10 @@ class Subscription {
 
 class WorldManager {
  public:
+  // Starts the watchdog thread. The first manager of the process sets SIGPIPE to ignored when it
+  // is at its default action (a handler the program installed is kept): Gloo writes with writev,
+  // so a peer that closed its connection would otherwise kill the whole process, every world in
+  // it, instead of failing one write with EPIPE.
   WorldManager();
   // Removes every world (as removeWorld) and joins every thread.
   ~WorldManager();
@@ -91,7 +104,8 @@ class WorldManager {
   // Errors: kInvalidArgument for bad options (each names the field and value), kInvalidUsage when
   // a world of that name exists and is not removed, kTimeout when the members did not all join in
   // time, kIoError when the store address cannot be bound or reached, kPermissionDenied for a wrong
-  // token. On error nothing of the world is left behind and the name is free again.
+  // token, kUnavailable when the backend cannot run here (no NCCL backend in this build, no CUDA
+  // driver or GPU, a device this process does not see), kBackendError when it fails to start. On error nothing of the world is left behind and the name is free again.
   Status initWorld(const WorldOptions& options, Deadline deadline);
 
   // As initWorld, without blocking: the returned Work completes when the world is healthy or its

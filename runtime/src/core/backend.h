@@ -1,10 +1,13 @@
 // Backend: the per-world transport behind the Communicator (Gloo today, NCCL next).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "core/failpoint.h"
 #include "core/work_state.h"
 #include "multiworld/status.h"
 #include "multiworld/tensor.h"
@@ -15,7 +18,28 @@ enum class OpKind : uint8_t {
   kSend, kRecv, kBroadcast, kAllReduce, kReduce, kAllGather, kGather, kScatter, kReduceScatter,
   kAllToAll, kBarrier,
 };
+inline constexpr int kNumOpKinds = 11;
 const char* opKindName(OpKind k);
+
+// The failpoints "mw/<backend>/<op>/<world>" of one world's backend, one per operation kind, and
+// "mw/<backend>/init/<world>" for its creation.
+class OpFailPoints {
+ public:
+  OpFailPoints(std::string_view backend, std::string_view world)
+      : init_(std::string("mw/") + std::string(backend) + "/init", world) {
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      points_[k] = FailPoint(std::string("mw/") + std::string(backend) + "/" +
+                                 opKindName(static_cast<OpKind>(k)),
+                             world);
+    }
+  }
+  const FailPoint& operator[](OpKind k) const { return points_[static_cast<int>(k)]; }
+  const FailPoint& init() const { return init_; }
+
+ private:
+  FailPoint init_;
+  std::array<FailPoint, kNumOpKinds> points_;
+};
 
 // One validated operation. `in`/`out` follow the Communicator's conventions; for in-place
 // operations (send, recv, broadcast, all_reduce, reduce) only `in` is used.

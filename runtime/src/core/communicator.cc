@@ -49,13 +49,15 @@ class Checker {
   Checker(const detail::World& w, OpKind kind)
       : rank_(w.options().rank),
         size_(w.options().size),
+        device_(w.options().device),
+        backend_(backendName(w.options().backend)),
         where_(std::string(detail::opKindName(kind)) + " in world '" + w.options().name + "': ") {}
 
   Status tensor(const char* name, const Tensor& t, bool may_be_empty = false) const {
     if (may_be_empty && t.count == 0) return Status::Ok();
-    if (t.device.kind != Device::Kind::kCpu) {
-      return bad(std::string(name) + " is on " + t.device.str() +
-                 " but this world's backend (gloo) moves CPU tensors only");
+    if (t.device != device_) {
+      return bad(std::string(name) + " is on " + t.device.str() + " but this world (" + backend_ +
+                 ") is on " + device_.str());
     }
     if (t.data == nullptr && t.count > 0)
       return bad(std::string(name) + " has a null data pointer");
@@ -92,6 +94,8 @@ class Checker {
  private:
   int rank_;
   int size_;
+  Device device_;
+  const char* backend_;
   std::string where_;
 };
 

@@ -97,8 +97,10 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
     return false;
   }
   if (now >= e.next_heartbeat) {
-    if (!link->sendHeartbeat().ok()) {
-      w.breakWorld(Cause::kPeerDied, 0, "the world's store (rank 0) closed the connection");
+    if (Status sent = link->sendHeartbeat(); !sent.ok()) {
+      w.breakWorld(Cause::kPeerDied, 0,
+                   "lost the connection to the world's store hosted by rank 0 (" +
+                       sent.message() + ")");
       return false;
     }
     e.next_heartbeat = now + link->heartbeatInterval();

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include "gloo/gloo_backend.h"
+#include "nccl/nccl_backend.h"
 
 namespace mw::detail {
 
@@ -34,6 +35,12 @@ World::~World() { teardown(); }
 
 Status World::connect(Deadline deadline) {
   const auto& o = options_;
+  // Before anything is started: a GPU world on a machine that cannot run it fails at once.
+  if (o.backend == BackendKind::kNccl) {
+    if (Status s = checkCudaDevice(o.device.index); !s.ok()) {
+      return Status(s.code(), "world '" + o.name + "': " + s.message());
+    }
+  }
   StoreAddress addr = o.store;
   if (o.rank == 0 && o.host_store) {
     StoreServerOptions so;
@@ -49,21 +56,24 @@ Status World::connect(Deadline deadline) {
     addr.port = server_->port();
     store_port_.store(addr.port);
   }
-  auto client = StoreClient::connect(addr, o.token, deadline);
+  auto client = StoreClient::connect(addr, o.token, deadline, o.name);
   if (!client.ok()) return client.status();
   client_ = std::move(client).value();
   auto link = MemberLink::join(addr, o.token, o.name, o.size, o.rank, deadline);
   if (!link.ok()) return link.status();
   link_ = std::move(link).value();
 
-  GlooConfig gc{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host)};
-  auto backend = createGlooBackend(
-      gc, *client_,
-      [this](Cause cause, int peer, const std::string& detail) {
-        breakWorld(cause, peer, detail);
-        return notHealthyStatus();  // the first cause wins, whichever thread saw it
-      },
-      deadline);
+  BackendErrorHandler on_error = [this](Cause cause, int peer, const std::string& detail) {
+    breakWorld(cause, peer, detail);
+    return notHealthyStatus();  // the first cause wins, whichever thread saw it
+  };
+  Result<std::shared_ptr<Backend>> backend =
+      o.backend == BackendKind::kNccl
+          ? createNcclBackend(NcclConfig{o.name, o.rank, o.size, o.device.index}, *client_,
+                              std::move(on_error), deadline)
+          : createGlooBackend(
+                GlooConfig{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host)},
+                *client_, std::move(on_error), deadline);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
   return Status::Ok();
@@ -139,6 +149,7 @@ WorldInfo World::info() const {
   i.rank = options_.rank;
   i.size = options_.size;
   i.backend = options_.backend;
+  i.device = options_.device;
   i.state = state_.load();
   i.generation = generation_;
   i.store_port = store_port_.load();

@@ -1,14 +1,30 @@
 #include "multiworld/world_manager.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cctype>
+#include <csignal>
+#include <mutex>
 
 #include "core/manager_impl.h"
 #include "core/work_state.h"
 
 namespace mw {
 
-const char* backendName(BackendKind b) { return b == BackendKind::kGloo ? "gloo" : "unknown"; }
+const char* backendName(BackendKind b) {
+  switch (b) {
+    case BackendKind::kGloo: return "gloo";
+    case BackendKind::kNccl: return "nccl";
+  }
+  return "unknown";
+}
+
+Result<BackendKind> parseBackend(const std::string& name) {
+  if (name == "gloo") return BackendKind::kGloo;
+  if (name == "nccl") return BackendKind::kNccl;
+  return Status(Code::kInvalidArgument, "unknown backend '" + name + "' (expected gloo or nccl)");
+}
 
 const char* worldStateName(WorldState s) {
   switch (s) {
@@ -85,7 +101,19 @@ Status validate(const WorldOptions& o) {
   if (o.store.port == 0 && !(o.rank == 0 && o.host_store)) {
     return invalid(w + "store port 0 is only allowed at rank 0 when it hosts the store");
   }
-  if (o.backend != BackendKind::kGloo) return invalid(w + "unknown backend");
+  if (o.backend == BackendKind::kGloo && o.device.kind != Device::Kind::kCpu) {
+    return invalid(w + "device " + o.device.str() + ": the gloo backend moves CPU tensors only " +
+                   "(use the nccl backend for cuda devices)");
+  }
+  if (o.backend == BackendKind::kNccl && o.device.kind != Device::Kind::kCuda) {
+    return invalid(w + "device " + o.device.str() + ": the nccl backend needs a cuda:N device");
+  }
+  if (o.device.kind == Device::Kind::kCuda && o.device.index < 0) {
+    return invalid(w + "device " + o.device.str() + " has a negative index");
+  }
+  if (o.backend != BackendKind::kGloo && o.backend != BackendKind::kNccl) {
+    return invalid(w + "unknown backend " + std::to_string(static_cast<int>(o.backend)));
+  }
   return Status::Ok();
 }
 
@@ -200,7 +228,26 @@ Status WorldManager::Impl::remove(const std::string& name) {
   return Status::Ok();
 }
 
-WorldManager::WorldManager() : impl_(std::make_unique<Impl>()) {}
+namespace {
+
+// Gloo writes with writev, which cannot ask for MSG_NOSIGNAL: a write to a connection its peer
+// has closed (a member died, or aborted its side of a broken world) would raise SIGPIPE, whose
+// default action kills the whole process and every other world in it. Like Python (where Gloo
+// usually runs), ignore it, so the write fails with EPIPE and breaks only its own world. A handler
+// the program installed itself is left alone.
+void ignoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+}  // namespace
+
+WorldManager::WorldManager() : impl_(std::make_unique<Impl>()) { ignoreSigpipeUnlessHandled(); }
 WorldManager::~WorldManager() = default;
 
 Status WorldManager::initWorld(const WorldOptions& options, Deadline deadline) {

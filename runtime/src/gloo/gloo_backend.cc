@@ -67,13 +67,14 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
  public:
   GlooBackend(GlooConfig cfg, std::shared_ptr<gloo::transport::Device> dev,
               std::shared_ptr<gloo::rendezvous::Context> ctx, PairSockets sockets,
-              BackendErrorHandler on_error)
+              BackendErrorHandler on_error, OpFailPoints failpoints)
       : cfg_(std::move(cfg)),
         device_(std::move(dev)),
         ctx_(std::move(ctx)),
         sockets_(std::move(sockets)),
         channel_(ctx_),
         on_error_(std::move(on_error)),
+        failpoints_(std::move(failpoints)),
         executor_([this](std::stop_token st) { executorLoop(st); }) {}
 
   ~GlooBackend() override { shutdown(); }
@@ -117,6 +118,7 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   const PairSockets sockets_;
   Channel channel_;
   BackendErrorHandler on_error_;
+  const OpFailPoints failpoints_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -252,6 +254,11 @@ void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
 
 void GlooBackend::runOp(Pending& p) {
   if (p.post_error) throw gloo::IoException(*p.post_error);
+  // An injected error is thrown where Gloo's own would surface, and takes the same path.
+  if (auto injected = failpoints_[p.req.kind].check()) {
+    throw gloo::IoException(std::string(opKindName(p.req.kind)) + ": " +
+                            errnoText(injected->failnum) + injected->suffix());
+  }
   switch (p.req.kind) {
     case OpKind::kSend:
       p.header_buf->waitSend();
@@ -377,7 +384,11 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
   const std::string where = "world '" + config.world + "' (gloo, rank " +
                             std::to_string(config.rank) + " of " + std::to_string(config.size) +
                             ")";
+  OpFailPoints failpoints("gloo", config.world);
   try {
+    if (auto injected = failpoints.init().check()) {
+      throw gloo::IoException(errnoText(injected->failnum) + injected->suffix());
+    }
     gloo::transport::tcp::attr attr;
     attr.hostname = config.bind_host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
@@ -389,7 +400,8 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     ctx->setTimeout(std::chrono::hours(24));
     auto sockets = PairSockets::find(*ctx, config.rank, config.size, store, deadline);
     return std::shared_ptr<Backend>(std::make_shared<GlooBackend>(
-        config, std::move(device), std::move(ctx), std::move(sockets), std::move(on_error)));
+        config, std::move(device), std::move(ctx), std::move(sockets), std::move(on_error),
+        std::move(failpoints)));
   } catch (const StoreFailure& f) {
     return Status(f.status.code(), where + ": rendezvous failed: " + f.status.message());
   } catch (const std::exception& e) {

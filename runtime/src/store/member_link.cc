@@ -2,8 +2,11 @@
 // socket is only used without blocking: heartbeats and BROKEN reports go through a small output
 // buffer (a partial write is finished on the next call, so the frame stream stays intact), and
 // readNotices parses whatever complete frames have arrived.
+#include <sys/socket.h>
+
 #include <cstdint>
 
+#include "core/failpoint.h"
 #include "multiworld/store.h"
 #include "store/socket.h"
 #include "store/wire.h"
@@ -20,8 +23,12 @@ constexpr size_t kMaxNoticeFrameBytes = 1u << 20;
 
 class Link final : public MemberLink {
  public:
-  Link(Fd fd, milliseconds interval, milliseconds timeout)
-      : io_(std::move(fd), kMaxNoticeFrameBytes), interval_(interval), timeout_(timeout) {}
+  Link(Fd fd, milliseconds interval, milliseconds timeout, const std::string& world)
+      : io_(std::move(fd), kMaxNoticeFrameBytes),
+        interval_(interval),
+        timeout_(timeout),
+        heartbeat_point_("mw/heartbeat", world),
+        link_point_("mw/store/link", world) {}
 
   int fd() const override { return io_.fd(); }
   milliseconds heartbeatInterval() const override { return interval_; }
@@ -29,10 +36,18 @@ class Link final : public MemberLink {
   Clock::time_point lastHeard() const override { return last_heard_; }
 
   Status sendHeartbeat() override {
+    if (auto injected = link_point_.check()) {
+      // As when the socket fails for real: the connection is gone at both ends, so the store
+      // announces this member's loss to the others at once.
+      ::shutdown(io_.fd(), SHUT_RDWR);
+      fail("connection to the store: " + detail::errnoText(injected->failnum) +
+           injected->suffix());
+    }
     if (!error_.ok()) return error_;
     flush();
-    // A backlog means the socket buffer is full: skip this beat rather than queue beats up.
-    if (error_.ok() && io_.pending() == 0) {
+    // A backlog means the socket buffer is full: skip this beat rather than queue beats up. An
+    // injected heartbeat failure drops the beat: the member looks silent to the store.
+    if (error_.ok() && io_.pending() == 0 && !heartbeat_point_.check()) {
       io_.queue(encodeFrame(msg::Heartbeat{}));
       flush();
     }
@@ -95,6 +110,8 @@ class Link final : public MemberLink {
   const milliseconds timeout_;
   Status error_;  // sticky: the first failure
   Clock::time_point last_heard_{};
+  detail::FailPoint heartbeat_point_;
+  detail::FailPoint link_point_;
 };
 
 Result<msg::JoinOk> sendJoin(int fd, const std::string& world, int size, int rank,
@@ -133,7 +150,7 @@ Result<std::unique_ptr<MemberLink>> MemberLink::join(const StoreAddress& address
   }
   auto link = std::make_unique<store::Link>(
       std::move(*fd), std::chrono::milliseconds(joined->heartbeat_interval_ms),
-      std::chrono::milliseconds(joined->heartbeat_timeout_ms));
+      std::chrono::milliseconds(joined->heartbeat_timeout_ms), world);
   link->markJoined();
   return std::unique_ptr<MemberLink>(std::move(link));
 }

@@ -1,8 +1,11 @@
 // StoreClient: blocking request/reply over one connection. GET and WAIT tell the server how long
 // they may wait; the client itself waits for the reply until the deadline plus a small grace, so
 // the server's TIMEOUT reply (the normal way a wait ends) arrives before the client gives up.
+#include <array>
+#include <cerrno>
 #include <mutex>
 
+#include "core/failpoint.h"
 #include "multiworld/store.h"
 #include "store/socket.h"
 #include "store/wire.h"
@@ -45,17 +48,33 @@ Result<T> expect(Result<Message> reply, const char* request) {
                 std::string("store answered ") + request + " with " + msgTypeName(typeOf(*reply)));
 }
 
+enum Call { kSet, kGet, kWait, kCheck, kAdd, kCompareSet, kDelete, kNumCalls };
+constexpr const char* kCallNames[kNumCalls] = {"set", "get",         "wait",  "check",
+                                               "add", "compare_set", "delete"};
+
 class Client final : public StoreClient {
  public:
-  Client(StoreAddress address, Fd fd) : address_(std::move(address)), fd_(std::move(fd)) {}
+  Client(StoreAddress address, Fd fd, const std::string& scope)
+      : address_(std::move(address)), fd_(std::move(fd)) {
+    for (int c = 0; c < kNumCalls; ++c) {
+      failpoints_[c] = detail::FailPoint(std::string("mw/store/") + kCallNames[c], scope);
+    }
+  }
 
   // Sends `request` and returns the reply; kTimeout/kIoError close the connection for good.
-  Result<Message> call(const Message& request, Deadline deadline) {
+  Result<Message> call(Call which, const Message& request, Deadline deadline) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!fd_.valid()) {
       return Status(Code::kIoError, "store connection closed after earlier error: " + closed_why_);
     }
-    Result<Message> reply = exchange(request, deadline);
+    auto injected = failpoints_[which].check();
+    // As if the exchange had failed on the socket: ETIMEDOUT reads as the deadline passing.
+    Result<Message> reply =
+        injected ? Result<Message>(Status(
+                       injected->failnum == ETIMEDOUT ? Code::kTimeout : Code::kIoError,
+                       std::string(kCallNames[which]) + ": " +
+                           detail::errnoText(injected->failnum) + injected->suffix()))
+                 : exchange(request, deadline);
     if (reply.ok() && std::holds_alternative<msg::Timeout>(*reply)) {
       reply = Status(Code::kTimeout, std::get<msg::Timeout>(*reply).message);
     } else if (reply.ok() && std::holds_alternative<msg::Error>(*reply)) {
@@ -73,27 +92,27 @@ class Client final : public StoreClient {
   Status set(const std::string& key, const std::string& value, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKey(key));
     MW_RETURN_IF_ERROR(checkValue(value.size()));
-    return expect<msg::Ok>(call(msg::Set{key, value}, deadline), "SET").status();
+    return expect<msg::Ok>(call(kSet, msg::Set{key, value}, deadline), "SET").status();
   }
   Result<std::string> get(const std::string& key, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKey(key));
-    auto v = expect<msg::Value>(call(msg::Get{key, timeoutMs(deadline)}, deadline), "GET");
+    auto v = expect<msg::Value>(call(kGet, msg::Get{key, timeoutMs(deadline)}, deadline), "GET");
     if (!v.ok()) return v.status();
     return std::move(v->value);
   }
   Status wait(const std::vector<std::string>& keys, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKeys(keys));
-    return expect<msg::Ok>(call(msg::Wait{keys, timeoutMs(deadline)}, deadline), "WAIT").status();
+    return expect<msg::Ok>(call(kWait, msg::Wait{keys, timeoutMs(deadline)}, deadline), "WAIT").status();
   }
   Result<bool> check(const std::vector<std::string>& keys, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKeys(keys));
-    auto v = expect<msg::Bool>(call(msg::Check{keys}, deadline), "CHECK");
+    auto v = expect<msg::Bool>(call(kCheck, msg::Check{keys}, deadline), "CHECK");
     if (!v.ok()) return v.status();
     return v->value;
   }
   Result<int64_t> add(const std::string& key, int64_t delta, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKey(key));
-    auto v = expect<msg::Int>(call(msg::Add{key, delta}, deadline), "ADD");
+    auto v = expect<msg::Int>(call(kAdd, msg::Add{key, delta}, deadline), "ADD");
     if (!v.ok()) return v.status();
     return v->value;
   }
@@ -103,13 +122,13 @@ class Client final : public StoreClient {
     MW_RETURN_IF_ERROR(checkKey(key));
     MW_RETURN_IF_ERROR(checkValue(expected.size() + desired.size()));
     msg::CompareSet request{key, expected_absent, expected, desired};
-    auto v = expect<msg::Value>(call(request, deadline), "COMPARE_SET");
+    auto v = expect<msg::Value>(call(kCompareSet, request, deadline), "COMPARE_SET");
     if (!v.ok()) return v.status();
     return std::move(v->value);
   }
   Result<bool> remove(const std::string& key, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKey(key));
-    auto v = expect<msg::Bool>(call(msg::Delete{key}, deadline), "DELETE");
+    auto v = expect<msg::Bool>(call(kDelete, msg::Delete{key}, deadline), "DELETE");
     if (!v.ok()) return v.status();
     return v->value;
   }
@@ -125,6 +144,7 @@ class Client final : public StoreClient {
   }
 
   const StoreAddress address_;
+  std::array<detail::FailPoint, kNumCalls> failpoints_;
   std::mutex mu_;
   Fd fd_;                   // GUARDED_BY(mu_); invalid after a timeout or I/O error
   std::string closed_why_;  // GUARDED_BY(mu_)
@@ -136,10 +156,12 @@ class Client final : public StoreClient {
 
 Result<std::unique_ptr<StoreClient>> StoreClient::connect(const StoreAddress& address,
                                                           const std::string& token,
-                                                          Deadline deadline) {
+                                                          Deadline deadline,
+                                                          const std::string& failpoint_scope) {
   auto fd = store::connectAndGreet(address, token, deadline);
   if (!fd.ok()) return fd.status();
-  return std::unique_ptr<StoreClient>(std::make_unique<store::Client>(address, std::move(*fd)));
+  return std::unique_ptr<StoreClient>(
+      std::make_unique<store::Client>(address, std::move(*fd), failpoint_scope));
 }
 
 }  // namespace mw

@@ -1,0 +1,69 @@
+// FailPoint: one named libfiu point of failure inside the runtime (see docs/failpoints.md).
+//
+// Names are "<family>/<scope>": the family says where (mw/gloo/send, mw/nccl/all_reduce,
+// mw/store/get, mw/heartbeat, ...) and the scope says which world, so enabling
+// "mw/gloo/send/w1" fails only world w1's sends and "mw/gloo/send/*" every world's. A point is
+// built once, when its world is created; check() is one libfiu lookup per call, and compiles to
+// nothing in a library built without failpoints (MW_WITH_FIU off).
+//
+// Thread rules: check() from any thread; libfiu keeps the failure details per thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "multiworld/config.h"
+
+#if MW_CONFIG_WITH_FIU
+#ifndef FIU_ENABLE
+#define FIU_ENABLE 1
+#endif
+#include <fiu.h>
+#endif
+
+namespace mw::detail {
+
+// What an enabled point asked for: `failnum` and `failinfo` as given to libfiu's enable command;
+// each family documents their meaning (an errno, an ncclResult_t, a mode).
+struct Injection {
+  int failnum = 0;
+  uintptr_t failinfo = 0;
+  std::string point;
+  // " (injected by failpoint <point>)", to append to the error it causes.
+  std::string suffix() const { return " (injected by failpoint " + point + ")"; }
+};
+
+class FailPoint {
+ public:
+  FailPoint() = default;
+  // The point "<family>/<scope>", or "<family>" when scope is empty. Initializes libfiu once.
+  FailPoint(std::string_view family, std::string_view scope);
+
+  // The injection when the point is enabled and fires now (once, with its probability, ...);
+  // nullopt otherwise, and always in a build without failpoints.
+  std::optional<Injection> check() const {
+#if MW_CONFIG_WITH_FIU
+    if (!name_.empty()) {
+      if (int n = fiu_fail(name_.c_str()); n != 0) {
+        return Injection{n, reinterpret_cast<uintptr_t>(fiu_failinfo()), name_};
+      }
+    }
+#endif
+    return std::nullopt;
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// Initializes libfiu once per process (its tables exist only after fiu_init); a no-op without
+// failpoints. FailPoint's constructor calls it.
+void initFailPoints();
+
+// The errno text for an injected failnum: "Connection reset by peer (errno 104)".
+std::string errnoText(int err);
+
+}  // namespace mw::detail

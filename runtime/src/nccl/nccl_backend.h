@@ -1,0 +1,40 @@
+// The NCCL backend: GPU worlds, one non-blocking NCCL communicator and one CUDA stream per world.
+//
+// Completion is found by polling a CUDA event per operation and the communicator's asynchronous
+// error against the operation's deadline; nothing ever blocks in a stream synchronize. A failed
+// world's communicator is aborted (ncclCommAbort, never finalized or destroyed: its peer may be
+// dead), by one process-wide thread that aborts every communicator handed to it at about the
+// same time inside one NCCL group. Launches on one GPU are serialized across worlds.
+//
+// Built only where CUDA and NCCL are found (MW_WITH_NCCL); without them createNcclBackend says so.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/backend.h"
+#include "multiworld/store.h"
+
+namespace mw::detail {
+
+struct NcclConfig {
+  std::string world;
+  int rank = 0;
+  int size = 1;
+  int device = 0;  // CUDA ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)
+};
+
+// OK when CUDA device `index` can be used by this process. kUnavailable naming what is missing
+// (no NCCL backend in this build, no driver, no GPU, an ordinal past the GPUs this process sees,
+// with CUDA_VISIBLE_DEVICES when it is set).
+Status checkCudaDevice(int index);
+
+// Creates the world's communicator: rank 0 draws the NCCL unique id and publishes it in `store`
+// (key "nccl/id"), the others read it; then every member initializes a non-blocking communicator
+// until `deadline` (kTimeout, the communicator aborted). Does not change the calling thread's
+// current CUDA device. `on_error` is called from the backend's thread when the world fails.
+Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, StoreClient& store,
+                                                   BackendErrorHandler on_error,
+                                                   Deadline deadline);
+
+}  // namespace mw::detail

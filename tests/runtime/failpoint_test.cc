@@ -1,0 +1,265 @@
+// Failpoints (libfiu): an injected error takes the path a real one would and breaks exactly the
+// targeted world. Built only when the runtime has failpoints (MW_WITH_FIU). Every test case runs
+// in its own process (catch_discover_tests), so enabled points never leak between cases.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+#include "support/hosted_world.h"
+#include "support/local_worlds.h"
+#include "support/util.h"
+
+using namespace std::chrono_literals;
+using namespace mw::test;
+
+namespace {
+
+mw::failpoints::Mode errnoOnce(int err) {
+  mw::failpoints::Mode m;
+  m.failnum = err;
+  m.once = true;
+  return m;
+}
+
+// Rank 0 sends `n` tensors of world `w` to rank 1; returns the first failure (or OK).
+mw::Status exchange(LocalWorld& w, int n) {
+  std::vector<float> a(1024, 1.0f), b(1024, 0.0f);
+  mw::Status first;
+  for (int i = 0; i < n && first.ok(); ++i) {
+    auto s = w.comm(0).isend(w.name(), mw::Tensor::cpu(a.data(), a.size()), 1);
+    auto r = w.comm(1).irecv(w.name(), mw::Tensor::cpu(b.data(), b.size()), 0);
+    mw::Status ss = s.wait(mw::deadlineIn(scaled(5000)));
+    mw::Status rs = r.wait(mw::deadlineIn(scaled(5000)));
+    first = !ss.ok() ? ss : rs;
+  }
+  return first;
+}
+
+// Waits until every member of `w` sees it broken; returns rank 0's BrokenInfo.
+mw::BrokenInfo waitBroken(LocalWorld& w, std::chrono::milliseconds limit) {
+  auto until = mw::deadlineIn(limit);
+  for (int i = 0; i < w.size(); ++i) {
+    while (mw::Clock::now() < until && w.manager(i).world(w.name())->state != mw::WorldState::kBroken)
+      std::this_thread::sleep_for(1ms);
+    REQUIRE(w.manager(i).world(w.name())->state == mw::WorldState::kBroken);
+  }
+  return *w.manager(0).world(w.name())->broken;
+}
+
+void requireHealthy(LocalWorld& w) {
+  for (int i = 0; i < w.size(); ++i) {
+    REQUIRE(w.manager(i).world(w.name())->state == mw::WorldState::kHealthy);
+  }
+  REQUIRE(exchange(w, 20).ok());
+}
+
+}  // namespace
+
+TEST_CASE("failpoint calls reject bad arguments", "[failpoint]") {
+  REQUIRE(mw::failpoints::compiledIn());
+  mw::failpoints::Mode m;
+  CHECK(mw::failpoints::enable("", m).code() == mw::Code::kInvalidArgument);
+  m.failnum = 0;
+  auto zero = mw::failpoints::enable("mw/gloo/send/x", m);
+  CHECK(zero.code() == mw::Code::kInvalidArgument);
+  CHECK(zero.message().find("failnum 0") != std::string::npos);
+  m.failnum = EIO;
+  for (double p : {0.0, -0.5, 1.5}) {
+    m.probability = p;
+    auto s = mw::failpoints::enable("mw/gloo/send/x", m);
+    CHECK(s.code() == mw::Code::kInvalidArgument);
+    CHECK(s.message().find("probability") != std::string::npos);
+  }
+  CHECK(mw::failpoints::disable("mw/never/enabled").code() == mw::Code::kNotFound);
+  CHECK(mw::failpoints::openControl("").status().code() == mw::Code::kInvalidArgument);
+}
+
+TEST_CASE("an injected ECONNRESET on one world's send breaks that world only", "[failpoint]") {
+  LocalWorld a("fp_a", 2), b("fp_b", 2);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  REQUIRE(mw::failpoints::enable("mw/gloo/send/fp_a", errnoOnce(ECONNRESET)).ok());
+  mw::Status failed = exchange(a, 5);
+  REQUIRE(failed.code() == mw::Code::kWorldBroken);
+  auto info = waitBroken(a, scaled(2000));
+  CHECK(info.cause == mw::Cause::kPeerDied);  // what a real reset means
+  CHECK(info.detail.find("Connection reset by peer") != std::string::npos);
+  CHECK(info.detail.find("injected by failpoint mw/gloo/send/fp_a") != std::string::npos);
+  requireHealthy(b);
+}
+
+TEST_CASE("an injected EIO in one world's all_reduce is a backend error there only",
+          "[failpoint]") {
+  LocalWorld a("fp_ar", 3), b("fp_other", 3);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  REQUIRE(mw::failpoints::enable("mw/gloo/all_reduce/fp_ar", errnoOnce(EIO)).ok());
+  std::vector<std::vector<float>> data(3, std::vector<float>(4096, 1.0f));
+  std::vector<mw::Status> got(3);
+  a.parallel([&](int r) {
+    got[r] = a.comm(r).allReduce("fp_ar", mw::Tensor::cpu(data[r].data(), data[r].size()))
+                 .wait(mw::deadlineIn(scaled(5000)));
+  });
+  for (auto& s : got) CHECK(s.code() == mw::Code::kWorldBroken);
+  waitBroken(a, scaled(2000));
+  // The member that drew the injection blames the backend; the others see their connections to it
+  // cut, or learn of the break from the store, whichever comes first.
+  int backend = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto info = *a.manager(r).world("fp_ar")->broken;
+    INFO(mw::causeName(info.cause) << ": " << info.detail);
+    if (info.cause == mw::Cause::kBackendError) {
+      ++backend;
+      CHECK(info.detail.find("Input/output error (errno 5)") != std::string::npos);
+      CHECK(info.detail.find("injected by failpoint mw/gloo/all_reduce/fp_ar") !=
+            std::string::npos);
+    } else {
+      bool expected = info.cause == mw::Cause::kPeerDied || info.cause == mw::Cause::kRemoteBroken;
+      CHECK(expected);
+    }
+  }
+  CHECK(backend == 1);  // "once": one member drew it
+  requireHealthy(b);
+}
+
+// This process hosts `name` and `other` as rank 0; a worker joins both as rank 1 with
+// `failpoint` (POINT:FAILNUM) enabled. Returns this process's kBroken event for `name`.
+struct WorkerFault {
+  mw::WorldManager m;
+  std::shared_ptr<mw::Subscription> sub = m.subscribe();
+  std::unique_ptr<Child> child;
+  mw::Clock::time_point enabled_at{};
+
+  WorkerFault(const std::string& name, const std::string& other, long hb_ms,
+              const std::string& failpoint) {
+    auto a = hostWorld(m, name, 2, std::chrono::milliseconds(hb_ms));
+    auto b = hostWorld(m, other, 2, std::chrono::milliseconds(hb_ms));
+    child = worker({"--join", joinArg(name, 1, 2, a.port, hb_ms), "--join",
+                    joinArg(other, 1, 2, b.port, hb_ms), "--failpoint", failpoint});
+    REQUIRE(a.join.wait(mw::deadlineIn(20s)).ok());
+    REQUIRE(b.join.wait(mw::deadlineIn(20s)).ok());
+    REQUIRE(child->waitFor("ready", 20s));
+    enabled_at = mw::Clock::now();
+  }
+};
+
+TEST_CASE("an injected store-link timeout in one member breaks its world everywhere, no other",
+          "[failpoint]") {
+  WorkerFault f("fp_link", "fp_link_other", 500, "mw/store/link/fp_link:" +
+                                                     std::to_string(ETIMEDOUT));
+  auto e = brokenEvent(*f.sub, "fp_link", scaled(2000));
+  REQUIRE(e);
+  // The member's link failed as a real one does: its connection closed, so the store announced
+  // the loss at once, long before the heartbeat timeout.
+  CHECK(e->broken->cause == mw::Cause::kPeerDied);
+  CHECK(e->broken->peer_rank == 1);
+  CHECK(e->at - f.enabled_at < scaled(400));
+  auto line = f.child->waitFor("broken fp_link", scaled(2000));
+  REQUIRE(line);
+  CHECK(line->find("peer_died") != std::string::npos);
+  CHECK_FALSE(brokenEvent(*f.sub, "fp_link_other", 300ms));
+  CHECK(f.m.world("fp_link_other")->state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("a member whose heartbeats are dropped is silent: its world breaks after the timeout",
+          "[failpoint]") {
+  const long hb = 300;
+  WorkerFault f("fp_hb", "fp_hb_other", hb, "mw/heartbeat/fp_hb:1");
+  auto e = brokenEvent(*f.sub, "fp_hb", scaled(3000));
+  REQUIRE(e);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(e->at - f.enabled_at);
+  INFO(e->broken->detail << " after " << took.count() << " ms");
+  CHECK(e->broken->cause == mw::Cause::kPeerSilent);
+  CHECK(e->broken->peer_rank == 1);
+  // The last beat went out at most one interval (timeout/10) before the point was enabled.
+  CHECK(took.count() >= hb * 9 / 10 - hb / 10);
+  CHECK(took < std::chrono::milliseconds(hb) + scaled(250));
+  CHECK_FALSE(brokenEvent(*f.sub, "fp_hb_other", 300ms));
+  CHECK(f.m.world("fp_hb_other")->state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("an injected store timeout fails that world's initialization only", "[failpoint]") {
+  LocalWorld b("fp_init_other", 2);
+  REQUIRE(b.status().ok());
+  REQUIRE(mw::failpoints::enable("mw/store/set/fp_init", errnoOnce(ETIMEDOUT)).ok());
+  mw::WorldManager m;
+  mw::WorldOptions o;
+  o.name = "fp_init";
+  o.rank = 0;
+  o.size = 1;
+  mw::Status s = m.initWorld(o, mw::deadlineIn(scaled(5000)));
+  INFO(s.toString());
+  CHECK(s.code() == mw::Code::kTimeout);
+  CHECK(s.message().find("injected by failpoint mw/store/set/fp_init") != std::string::npos);
+  CHECK(m.world("fp_init").status().code() == mw::Code::kNotFound);
+  // The name is free again and the point fired once: the next initialization succeeds.
+  REQUIRE(m.initWorld(o, mw::deadlineIn(scaled(5000))).ok());
+  requireHealthy(b);
+}
+
+TEST_CASE("sends failing with probability 0.1 break that world, no other", "[failpoint]") {
+  REQUIRE(mw::failpoints::seed(42).ok());
+  LocalWorld a("fp_rand", 2), b("fp_rand_other", 2);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  mw::failpoints::Mode m;
+  m.failnum = ECONNRESET;
+  m.probability = 0.1;
+  REQUIRE(mw::failpoints::enable("mw/gloo/send/fp_rand", m).ok());
+  // P(no failure in 300 sends) = 0.9^300, about 2e-14.
+  CHECK(exchange(a, 300).code() == mw::Code::kWorldBroken);
+  waitBroken(a, scaled(2000));
+  requireHealthy(b);
+}
+
+TEST_CASE("points are switched through libfiu's control fifo while the process runs",
+          "[failpoint]") {
+  char dir[] = "/tmp/mw-fp-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string prefix = std::string(dir) + "/ctl";
+  auto in = mw::failpoints::openControl(prefix);
+  REQUIRE(in.ok());
+  CHECK(*in == prefix + "-" + std::to_string(::getpid()) + ".in");
+  CHECK(mw::failpoints::openControl(prefix).status().code() == mw::Code::kInvalidUsage);
+  LocalWorld a("fp_fifo", 2), b("fp_fifo_other", 2);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  // One command line in, one reply line out (0 is success), as the harness does it.
+  std::string out_path = prefix + "-" + std::to_string(::getpid()) + ".out";
+  auto command = [&](const std::string& line) {
+    int wfd = ::open(in->c_str(), O_WRONLY);
+    REQUIRE(wfd >= 0);
+    int rfd = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK);
+    REQUIRE(rfd >= 0);
+    REQUIRE(::write(wfd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+    std::string reply;
+    auto until = mw::deadlineIn(scaled(2000));
+    while (reply.find('\n') == std::string::npos && mw::Clock::now() < until) {
+      pollfd p{rfd, POLLIN, 0};
+      ::poll(&p, 1, 10);
+      char buf[64];
+      ssize_t n = ::read(rfd, buf, sizeof(buf));
+      if (n > 0) reply.append(buf, static_cast<size_t>(n));
+    }
+    ::close(wfd);
+    ::close(rfd);
+    return reply;
+  };
+  CHECK(command("enable name=mw/gloo/send/fp_fifo,failnum=104,onetime\n") == "0\n");
+  CHECK(exchange(a, 5).code() == mw::Code::kWorldBroken);
+  auto info = waitBroken(a, scaled(2000));
+  CHECK(info.detail.find("mw/gloo/send/fp_fifo") != std::string::npos);
+  CHECK(command("bogus command\n") == "-1\n");
+  requireHealthy(b);
+  ::unlink(in->c_str());
+  ::unlink(out_path.c_str());
+  ::rmdir(dir);
+}
