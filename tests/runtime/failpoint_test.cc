@@ -146,8 +146,12 @@ struct WorkerFault {
                     joinArg(other, 1, 2, b.port, hb_ms), "--failpoint", failpoint});
     REQUIRE(a.join.wait(mw::deadlineIn(20s)).ok());
     REQUIRE(b.join.wait(mw::deadlineIn(20s)).ok());
+    auto enabled = child->waitFor("enabled", 20s);
+    REQUIRE(enabled);
+    // The worker's own clock reading (steady clock: the same across processes on Linux).
+    long long ns = std::stoll(enabled->substr(enabled->rfind(' ') + 1));
+    enabled_at = mw::Clock::time_point(mw::Clock::duration(ns));
     REQUIRE(child->waitFor("ready", 20s));
-    enabled_at = mw::Clock::now();
   }
 };
 

@@ -8,7 +8,7 @@
 // Usage: mw_test_worker --join NAME:RANK:SIZE:PORT[:HEARTBEAT_MS] ...
 //                       [--send NAME:PEER:BYTES] [--recv NAME:PEER:BYTES] [--exit-after-ms N]
 //                       [--failpoint POINT:FAILNUM] (enabled once every world joined; needs a
-//                       runtime built with failpoints)
+//                       runtime built with failpoints; prints "enabled <point> <t_ns>")
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
       say("failpointfail " + name + " " + s.toString());
       return 3;
     }
+    say("enabled " + name + " " +
+        std::to_string(mw::Clock::now().time_since_epoch().count()));
   }
   say("ready");
   std::vector<std::thread> loops;

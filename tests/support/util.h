@@ -10,20 +10,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "chaos/ports.h"
+
 namespace mw::test {
 
-// A TCP port that was free a moment ago on 127.0.0.1.
-inline uint16_t freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using mw::chaos::freePort;
 
 inline int countEntries(const char* dir) {
   int n = 0;

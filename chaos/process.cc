@@ -1,0 +1,184 @@
+#include "chaos/process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+namespace mw::chaos {
+
+namespace {
+
+bool readAvailable(int fd, std::string* into) {
+  if (fd < 0) return false;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      into->append(buf, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < sizeof(buf)) return true;
+      continue;
+    }
+    if (n == 0) return false;
+    return errno == EAGAIN || errno == EINTR;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& argv) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]);
+    return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
+  }
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
+    return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
+  }
+  // Everything the child needs is built before fork: after it only async-signal-safe calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    return Status(Code::kIoError, std::string("fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the harness died before prctl
+    // The harness may ignore or block signals; the worker starts with the defaults.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::execv(args[0], args.data());
+    const char msg[] = "mwchaos: cannot execute the worker program\n";
+    ssize_t w = ::write(2, msg, sizeof(msg) - 1);
+    (void)w;
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from here, so signals to the group work at once
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  auto p = std::make_unique<Process>();
+  p->pid_ = pid;
+  p->in_ = in[1];
+  p->out_ = out[0];
+  p->err_ = err[0];
+  return p;
+}
+
+Process::~Process() {
+  if (pid_ > 0 && !reaped_) killAndReap();
+  for (int fd : {in_, out_, err_}) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void Process::signal(int sig) {
+  if (pid_ > 0 && !reaped_) ::kill(-pid_, sig);
+}
+
+void Process::tell(const std::string& line) {
+  if (in_ < 0) return;
+  std::string msg = line + "\n";
+  ssize_t n = ::write(in_, msg.data(), msg.size());
+  (void)n;  // EPIPE (ignored signal) or EAGAIN: the worker is gone or stuck; nothing to do
+}
+
+void Process::closeStdin() {
+  if (in_ >= 0) ::close(in_);
+  in_ = -1;
+}
+
+void Process::noteStatus(int status) {
+  reaped_ = true;
+  if (WIFEXITED(status)) {
+    exit_code_ = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    term_signal_ = WTERMSIG(status);
+  }
+}
+
+bool Process::poll() {
+  if (reaped_ || pid_ <= 0) return reaped_;
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) noteStatus(status);
+  return reaped_;
+}
+
+bool Process::waitUntil(Deadline deadline) {
+  while (!poll()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+void Process::killAndReap() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  noteStatus(status);
+}
+
+std::string Process::exitText() const {
+  if (!reaped_) return "running";
+  if (term_signal_ != 0) return std::string("killed by SIG") + sigabbrev_np(term_signal_);
+  return "exited " + std::to_string(exit_code_);
+}
+
+bool Process::readStdout(std::string* into) { return readAvailable(out_, into); }
+bool Process::readStderr(std::string* into) { return readAvailable(err_, into); }
+
+int aliveInGroup(pid_t pgid) {
+  int n = 0;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid pgrp ...: comm may hold spaces, so parse after the last ')'.
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
+    if (pgrp == pgid && state != 'Z') ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+}  // namespace mw::chaos

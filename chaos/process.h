@@ -1,0 +1,66 @@
+// Process: a worker the harness started, in a process group of its own, killed with SIGKILL when
+// the harness dies (parent-death signal). Its stdin, stdout and stderr are pipes to the harness.
+//
+// Thread rules: one thread at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "multiworld/status.h"
+
+namespace mw::chaos {
+
+class Process {
+ public:
+  Process() = default;
+  ~Process();  // kills the group and reaps it
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // Starts `argv` (argv[0] a path). kIoError when fork/pipe fails; an exec failure shows as exit 127.
+  static Result<std::unique_ptr<Process>> spawn(const std::vector<std::string>& argv);
+
+  pid_t pid() const { return pid_; }
+  int stdoutFd() const { return out_; }
+  int stderrFd() const { return err_; }
+
+  // Sends `sig` to the whole process group. No-op after it was reaped.
+  void signal(int sig);
+  // Writes one line to its stdin (dropped when the pipe is full or closed).
+  void tell(const std::string& line);
+  void closeStdin();
+
+  // Reaps it when it has exited; true once reaped.
+  bool poll();
+  // Waits until it exits or `deadline`; true once reaped.
+  bool waitUntil(Deadline deadline);
+  // SIGKILL to the group, then reap (blocks until the kernel has it).
+  void killAndReap();
+  bool reaped() const { return reaped_; }
+  // "exited 0", "killed by SIGKILL", ... once reaped.
+  std::string exitText() const;
+  int exitCode() const { return exit_code_; }  // -1 when killed by a signal
+  int termSignal() const { return term_signal_; }
+
+  // Reads what is available on stdout/stderr without blocking; false at end of file.
+  bool readStdout(std::string* into);
+  bool readStderr(std::string* into);
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+  int term_signal_ = 0;
+  void noteStatus(int status);
+};
+
+// The processes of process group `pgid` that are still alive (for orphan checks).
+int aliveInGroup(pid_t pgid);
+
+}  // namespace mw::chaos

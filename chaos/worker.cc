@@ -1,0 +1,403 @@
+// mw_worker: the chaos harness's worker process. One per role: it joins the role's worlds, drives
+// their traffic, and reports to the harness on stdout, one line each (times: CLOCK_MONOTONIC ns,
+// comparable across the processes of one machine):
+//   fifo <path>                                       failpoint control fifo (before ready)
+//   ready <t>                                         every world joined
+//   event <t> <world> <created|broken|removed> <generation> <cause> <peer> <detail...>
+//   metrics <t> <world> <generation> <bytes> <ops> <latency_sum_ns> <latency_max_ns>
+//   joinfail <t> <world> <status...>                  a join or rejoin failed (it is retried)
+//   error <message...>                                fatal: the worker exits 3
+// Commands on stdin, one per line: "stop" (also SIGTERM, SIGINT or end of input), "remove <world>",
+// "add <world>" (joins a world of its configuration that is not joined).
+//
+// Usage: mw_worker --config '<json>' (see harness/orchestrator.cc, which writes it).
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+
+#if MW_CONFIG_WITH_NCCL
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::mutex out_mu;
+std::atomic<bool> stopping{false};
+
+void say(const std::string& line) {
+  std::lock_guard lock(out_mu);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+long long nowNs(mw::Clock::time_point t = mw::Clock::now()) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+[[noreturn]] void fatal(const std::string& why) {
+  say("error " + why);
+  std::fflush(stdout);
+  std::_Exit(3);
+}
+
+std::string oneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+// A tensor's memory: host memory, or device memory for a cuda world.
+class Buffer {
+ public:
+  Buffer(size_t bytes, mw::Device device) : host_(device.kind == mw::Device::Kind::kCpu ? bytes : 0, 1) {
+    if (device.kind == mw::Device::Kind::kCpu) return;
+#if MW_CONFIG_WITH_NCCL
+    cudaSetDevice(device.index);
+    if (cudaMalloc(&device_, bytes) != cudaSuccess) fatal("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
+    cudaMemset(device_, 1, bytes);
+#else
+    fatal("this worker was built without CUDA; it cannot allocate on " + device.str());
+#endif
+  }
+  ~Buffer() {
+#if MW_CONFIG_WITH_NCCL
+    if (device_ != nullptr) cudaFree(device_);
+#endif
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() { return device_ != nullptr ? device_ : host_.data(); }
+
+ private:
+  std::vector<char> host_;
+  void* device_ = nullptr;
+};
+
+struct WorldConf {
+  mw::WorldOptions options;
+  bool rejoin = false;
+  bool start = true;
+};
+
+struct TrafficConf {
+  std::string world;
+  std::string pattern;  // gather, allreduce, broadcast, pipeline
+  size_t bytes = 0;
+  mw::DType dtype = mw::DType::kFloat32;
+  double rate = 0;  // operations per second; 0: as fast as possible
+  int root = 0;
+};
+
+// Per-world counters of the current window, swapped out by the reporter.
+struct Window {
+  std::mutex mu;
+  long long bytes = 0, ops = 0, lat_sum = 0, lat_max = 0;
+  void add(long long b, long long lat_ns) {
+    std::lock_guard lock(mu);
+    bytes += b;
+    ++ops;
+    lat_sum += lat_ns;
+    lat_max = std::max(lat_max, lat_ns);
+  }
+};
+
+class Worker {
+ public:
+  explicit Worker(const json& conf) {
+    role_ = conf.at("role").get<std::string>();
+    seed_ = conf.value("seed", 0u);
+    window_ = std::chrono::milliseconds(conf.value("window_ms", 100));
+    fifo_prefix_ = conf.value("fifo_prefix", std::string());
+    for (const auto& w : conf.at("worlds")) {
+      WorldConf c;
+      auto& o = c.options;
+      o.name = w.at("name").get<std::string>();
+      o.rank = w.at("rank").get<int>();
+      o.size = w.at("size").get<int>();
+      o.store.host = w.value("host", std::string("127.0.0.1"));
+      o.store.port = w.at("port").get<uint16_t>();
+      auto backend = mw::parseBackend(w.value("backend", std::string("gloo")));
+      if (!backend.ok()) fatal(backend.status().message());
+      o.backend = *backend;
+      auto device = mw::parseDevice(w.value("device", std::string("cpu")));
+      if (!device.ok()) fatal(device.status().message());
+      o.device = *device;
+      o.heartbeat_timeout = std::chrono::milliseconds(w.value("heartbeat_ms", 1000));
+      o.op_timeout = std::chrono::milliseconds(w.value("op_timeout_ms", 10000));
+      c.rejoin = w.value("rejoin", false);
+      c.start = w.value("start", true);
+      worlds_[o.name] = c;
+      windows_[o.name] = std::make_unique<Window>();
+      removed_[o.name] = false;  // every key exists before the threads start
+    }
+    for (const auto& t : conf.value("traffic", json::array())) {
+      TrafficConf c;
+      c.world = t.at("world").get<std::string>();
+      c.pattern = t.at("pattern").get<std::string>();
+      c.bytes = t.at("bytes").get<size_t>();
+      auto dt = mw::parseDType(t.value("dtype", std::string("float32")));
+      if (!dt.ok()) fatal(dt.status().message());
+      c.dtype = *dt;
+      c.rate = t.value("rate", 0.0);
+      c.root = t.value("root", 0);
+      if (!worlds_.count(c.world)) fatal("traffic names world '" + c.world + "' not joined");
+      traffic_.push_back(c);
+    }
+  }
+
+  int run() {
+    if (!fifo_prefix_.empty() && !mw::failpoints::compiledIn()) {
+      say("fifo -");  // the harness reports the failpoint faults as skipped
+    } else if (!fifo_prefix_.empty()) {
+      auto fifo = mw::failpoints::openControl(fifo_prefix_);
+      if (!fifo.ok()) fatal("failpoint control: " + fifo.status().toString());
+      if (mw::Status s = mw::failpoints::seed(seed_); !s.ok()) fatal(s.toString());
+      say("fifo " + *fifo);
+    }
+    events_ = manager_.subscribe();
+    std::thread watcher([this] { watchEvents(); });
+    // Every world joins at once (a world's members wait for each other); one that fails is tried
+    // again (a replacement may reach the old store of a broken world before it is re-created).
+    std::vector<std::thread> joins;
+    std::atomic<int> failed{0};
+    for (auto& [name, c] : worlds_) {
+      if (!c.start) continue;
+      joins.emplace_back([this, &failed, o = c.options] {
+        if (!joinUntilStopped(o, mw::deadlineIn(30s))) ++failed;
+      });
+    }
+    for (auto& j : joins) j.join();
+    if (failed.load() > 0) fatal("could not join every world of role '" + role_ + "' in 30 s");
+    say("ready " + std::to_string(nowNs()));
+    std::vector<std::thread> loops;
+    for (const auto& t : traffic_) loops.emplace_back([this, t] { trafficLoop(t); });
+    std::thread reporter([this] { reportLoop(); });
+    std::thread commands([this] { commandLoop(); });
+    commands.detach();  // blocked in read(); the process exits under it
+    while (!stopping.load()) std::this_thread::sleep_for(10ms);
+    for (auto& l : loops) l.join();
+    {
+      std::lock_guard lock(joiners_mu_);
+      for (auto& j : joiners_) j.join();  // they give up within 2 s of stopping
+      joiners_.clear();
+    }
+    for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
+    reporter.join();
+    watcher.join();
+    return 0;
+  }
+
+ private:
+  void commandLoop() {
+    char buf[4096];
+    std::string pending;
+    for (;;) {
+      ssize_t n = ::read(0, buf, sizeof(buf));
+      if (n <= 0) break;
+      pending.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        std::string line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (line == "stop") {
+          stopping = true;
+        } else if (line.rfind("remove ", 0) == 0) {
+          std::string w = line.substr(7);
+          if (!removed_.count(w)) continue;
+          removed_.at(w) = true;
+          manager_.removeWorld(w).ignore();
+        } else if (line.rfind("add ", 0) == 0) {
+          std::string w = line.substr(4);
+          auto it = worlds_.find(w);
+          if (it == worlds_.end()) {
+            say("joinfail " + std::to_string(nowNs()) + " " + w + " not in this role's worlds");
+            continue;
+          }
+          removed_.at(w) = false;
+          spawnJoin(it->second.options);
+        }
+      }
+    }
+    stopping = true;
+  }
+
+  void spawnJoin(const mw::WorldOptions& o) {
+    std::lock_guard lock(joiners_mu_);
+    if (stopping.load()) return;
+    joiners_.emplace_back([this, o] { joinUntilStopped(o); });
+  }
+
+  // (Re)joins a world, retrying until it is healthy, the worker stops or `until` passes.
+  // A machine that cannot run the world (no GPU, ...) ends the worker: "error unavailable: ...".
+  bool joinUntilStopped(const mw::WorldOptions& o,
+                        mw::Deadline until = mw::Deadline::max()) {
+    while (!stopping.load() && mw::Clock::now() < until) {
+      mw::Status s = manager_.initWorld(o, std::min(until, mw::deadlineIn(2s)));
+      if (s.ok()) return true;
+      if (s.code() == mw::Code::kInvalidUsage) return true;  // exists already
+      if (s.code() == mw::Code::kUnavailable) fatal("unavailable: " + oneLine(s.message()));
+      say("joinfail " + std::to_string(nowNs()) + " " + o.name + " " + oneLine(s.toString()));
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  void watchEvents() {
+    while (!stopping.load()) {
+      auto e = events_->next(mw::deadlineIn(50ms));
+      if (!e) continue;
+      std::string cause = "-", peer = "-1", detail;
+      if (e->broken) {
+        cause = mw::causeName(e->broken->cause);
+        peer = std::to_string(e->broken->peer_rank);
+        detail = oneLine(e->broken->detail);
+      }
+      say("event " + std::to_string(nowNs(e->at)) + " " + e->world + " " +
+          mw::eventKindName(e->kind) + " " + std::to_string(e->generation) + " " + cause + " " +
+          peer + " " + detail);
+      if (e->kind == mw::WorldEvent::Kind::kBroken) {
+        auto it = worlds_.find(e->world);
+        if (it != worlds_.end() && it->second.rejoin && !removed_.at(e->world)) {
+          // A replacement member joins a fresh world of the same name: leave the broken one and
+          // join again (the store host re-creates the store on the same port).
+          manager_.removeWorld(e->world).ignore();
+          spawnJoin(it->second.options);
+        }
+      }
+    }
+  }
+
+  void reportLoop() {
+    auto next = mw::Clock::now() + window_;
+    while (!stopping.load()) {
+      std::this_thread::sleep_until(next);
+      const auto t = next;
+      next += window_;
+      for (auto& [name, w] : windows_) {
+        long long b, o, ls, lm;
+        {
+          std::lock_guard lock(w->mu);
+          b = w->bytes, o = w->ops, ls = w->lat_sum, lm = w->lat_max;
+          w->bytes = w->ops = w->lat_sum = w->lat_max = 0;
+        }
+        auto info = manager_.world(name);
+        uint64_t gen = info.ok() ? info->generation : 0;
+        say("metrics " + std::to_string(nowNs(t)) + " " + name + " " + std::to_string(gen) + " " +
+            std::to_string(b) + " " + std::to_string(o) + " " + std::to_string(ls) + " " +
+            std::to_string(lm));
+      }
+    }
+  }
+
+  void trafficLoop(const TrafficConf& t) {
+    const WorldConf& wc = worlds_.at(t.world);
+    const int rank = wc.options.rank, size = wc.options.size;
+    const size_t elem = mw::dtypeSize(t.dtype);
+    const size_t count = std::max<size_t>(1, t.bytes / elem);
+    Buffer buf(count * elem, wc.options.device);
+    mw::Tensor tensor{buf.data(), t.dtype, count, wc.options.device};
+    Window& win = *windows_.at(t.world);
+    auto slot = mw::Clock::now();
+    const auto period = t.rate > 0 ? std::chrono::duration_cast<mw::Clock::duration>(
+                                         std::chrono::duration<double>(1.0 / t.rate))
+                                   : mw::Clock::duration::zero();
+    while (!stopping.load()) {
+      auto info = manager_.world(t.world);
+      if (!info.ok() || info->state != mw::WorldState::kHealthy) {
+        std::this_thread::sleep_for(5ms);
+        continue;
+      }
+      auto t0 = mw::Clock::now();
+      mw::Status s;
+      long long moved = static_cast<long long>(tensor.bytes());
+      if (t.pattern == "gather" || t.pattern == "pipeline") {
+        if (rank == 0 && t.pattern == "gather") {
+          for (int src = 1; src < size && s.ok(); ++src) s = comm_.recv(t.world, tensor, src);
+          moved *= size - 1;
+        } else if (t.pattern == "gather") {
+          s = comm_.send(t.world, tensor, 0);
+        } else if (rank == 0) {
+          s = comm_.send(t.world, tensor, 1);
+        } else if (rank == 1) {
+          s = comm_.recv(t.world, tensor, 0);
+        } else {
+          std::this_thread::sleep_for(50ms);
+          continue;
+        }
+      } else if (t.pattern == "allreduce") {
+        s = comm_.allReduce(t.world, tensor).wait();
+      } else if (t.pattern == "broadcast") {
+        s = comm_.broadcast(t.world, tensor, t.root).wait();
+      } else {
+        fatal("unknown traffic pattern '" + t.pattern + "'");
+      }
+      if (s.ok()) {
+        win.add(moved, std::chrono::duration_cast<std::chrono::nanoseconds>(mw::Clock::now() - t0)
+                           .count());
+      }
+      if (period.count() > 0) {
+        slot += period;
+        auto now = mw::Clock::now();
+        if (slot < now) slot = now;
+        std::this_thread::sleep_until(slot);
+      }
+    }
+  }
+
+  std::string role_;
+  unsigned seed_ = 0;
+  std::chrono::milliseconds window_{100};
+  std::string fifo_prefix_;
+  std::map<std::string, WorldConf> worlds_;
+  std::map<std::string, std::unique_ptr<Window>> windows_;
+  std::map<std::string, std::atomic<bool>> removed_;
+  std::vector<TrafficConf> traffic_;
+  mw::WorldManager manager_;
+  mw::Communicator comm_{manager_};
+  std::shared_ptr<mw::Subscription> events_;
+  std::mutex joiners_mu_;
+  std::vector<std::thread> joiners_;  // GUARDED_BY(joiners_mu_)
+};
+
+void onSignal(int) { stopping = true; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || std::strcmp(argv[1], "--config") != 0) {
+    std::fprintf(stderr,
+                 "usage: mw_worker --config '<json>'\n"
+                 "The chaos harness (mwchaos) starts this program, one per scenario role.\n");
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  json conf;
+  try {
+    conf = json::parse(argv[2]);
+    static Worker* w = new Worker(conf);  // not destroyed: its stdin reader may still be blocked
+    int rc = w->run();
+    std::fflush(stdout);
+    std::_Exit(rc);
+  } catch (const std::exception& e) {
+    fatal(std::string("bad configuration: ") + e.what());
+  }
+}

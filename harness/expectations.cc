@@ -1,0 +1,316 @@
+#include "harness/expectations.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace mw::harness {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), f, v);
+  return b;
+}
+
+std::string ms(double seconds) { return fmt("%.0f ms", seconds * 1000); }
+
+// Events that happened while the timeline ran (the stop at the end breaks worlds too).
+bool inRun(const RunRecord& r, double t) { return t >= 0 && t <= r.elapsed; }
+
+const EventRec* firstBroken(const RunRecord& r, const std::string& world, const std::string& role,
+                            double after) {
+  const EventRec* best = nullptr;
+  for (const auto& e : r.events) {
+    if (e.world != world || e.kind != "broken" || !inRun(r, e.t) || e.t < after) continue;
+    if (!role.empty() && e.role != role) continue;
+    if (best == nullptr || e.t < best->t) best = &e;
+  }
+  return best;
+}
+
+bool killsRole(const FaultRec& f) {
+  return f.kind == "restart" || (f.kind == "kill" && f.action.find("SIGSTOP") == std::string::npos &&
+                                 f.action.find("SIGCONT") == std::string::npos &&
+                                 f.action.find("SIGUSR") == std::string::npos &&
+                                 f.action.find("SIGHUP") == std::string::npos);
+}
+
+}  // namespace
+
+double firstFault(const RunRecord& r) {
+  double t = -1;
+  for (const auto& f : r.faults) {
+    if (f.sent >= 0 && f.outcome == "ok" && (t < 0 || f.sent < t)) t = f.sent;
+  }
+  return t;
+}
+
+Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string& world,
+                       double from, double to) {
+  Rate out;
+  auto members = s.membersOf(world);
+  if (members.empty()) return out;
+  auto wit = r.windows.find(world);
+  if (wit == r.windows.end()) return out;
+  auto rit = wit->second.find(members[0]);
+  if (rit == wit->second.end()) return out;
+  std::vector<double> rates;
+  for (const auto& w : rit->second) {
+    if (w.t > from && w.t <= to) rates.push_back(w.bytes / 0.1);
+  }
+  if (rates.empty()) return out;
+  out.windows = static_cast<int>(rates.size());
+  double sum = 0;
+  for (double v : rates) sum += v;
+  out.mean = sum / static_cast<double>(rates.size());
+  std::sort(rates.begin(), rates.end());
+  out.median = rates[rates.size() / 2];
+  out.min = rates.front();
+  out.max = rates.back();
+  return out;
+}
+
+std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
+  std::vector<Verdict> out;
+  const ExpectSpec& e = s.expect;
+
+  // Faults that could not be delivered make the run inconclusive.
+  for (const auto& f : r.faults) {
+    if (f.outcome.rfind("error", 0) == 0) {
+      out.push_back({"fault delivered: " + f.action, "", "error", "", "",
+                     "at " + fmt("%.2f s", f.planned) + ": " + f.outcome, f.where});
+    } else if (f.outcome.rfind("skipped", 0) == 0) {
+      out.push_back({"fault delivered: " + f.action, "", "skipped", "", "", f.outcome, f.where});
+    }
+  }
+  for (const auto& h : r.harness_errors) {
+    out.push_back({"the harness ran the scenario", "", "error", "", "", h, s.where});
+  }
+
+  // Which worlds broke, and when first.
+  std::map<std::string, const EventRec*> broke;
+  for (const auto& [name, w] : s.worlds) {
+    if (const EventRec* ev = firstBroken(r, name, "", 0)) broke[name] = ev;
+  }
+  if (e.has_broken) {
+    for (const auto& [name, w] : s.worlds) {
+      const bool expected = e.broken.count(name) > 0;
+      auto it = broke.find(name);
+      Verdict v;
+      v.world = name;
+      v.where = e.where;
+      if (expected) {
+        v.name = "world " + name + " breaks";
+        v.threshold = "broken";
+        if (it != broke.end()) {
+          v.status = "pass";
+          v.measured = "broken at " + fmt("%.3f s", it->second->t);
+          v.message = "broke at " + fmt("%.3f s", it->second->t) + " (" + it->second->cause +
+                      " seen by " + it->second->role + ": " + it->second->detail + ")";
+        } else {
+          v.status = "fail";
+          v.measured = "healthy";
+          v.message = "world " + name + " was expected to break but no member reported it broken";
+        }
+      } else {
+        v.name = "world " + name + " stays healthy";
+        v.threshold = "healthy";
+        if (it == broke.end()) {
+          v.status = "pass";
+          v.measured = "healthy";
+          v.message = "no member reported world " + name + " broken";
+        } else {
+          v.status = "fail";
+          v.measured = "broken at " + fmt("%.3f s", it->second->t);
+          v.message = "world " + name + " broke at " + fmt("%.3f s", it->second->t) + " (" +
+                      it->second->cause + " seen by " + it->second->role + ": " +
+                      it->second->detail + ") but was expected to stay healthy";
+        }
+      }
+      out.push_back(v);
+    }
+  }
+
+  // Detection latency: from the fault that touched the world to the break at every survivor.
+  for (const auto& [name, first] : broke) {
+    std::optional<Ms> limit = e.detected_within;
+    auto wl = e.detected_within_world.find(name);
+    if (wl != e.detected_within_world.end()) limit = wl->second;
+    if (!limit) continue;
+    if (e.has_broken && !e.broken.count(name)) continue;  // judged above
+    Verdict v;
+    v.name = "world " + name + " is detected broken within " + std::to_string(limit->count()) + " ms";
+    v.world = name;
+    v.where = e.where;
+    v.threshold = "<= " + std::to_string(limit->count()) + " ms";
+    const FaultRec* cause = nullptr;
+    for (const auto& f : r.faults) {
+      if (f.sent < 0 || f.outcome != "ok" || f.sent > first->t) continue;
+      if (std::find(f.worlds.begin(), f.worlds.end(), name) == f.worlds.end()) continue;
+      if (cause == nullptr || f.sent > cause->sent) cause = &f;
+    }
+    if (cause == nullptr) {
+      v.status = "fail";
+      v.message = "world " + name + " broke at " + fmt("%.3f s", first->t) +
+                  " before any fault that touches it";
+      out.push_back(v);
+      continue;
+    }
+    std::set<std::string> gone;  // roles killed by the scenario up to then
+    for (const auto& f : r.faults) {
+      if (f.sent >= 0 && f.sent <= first->t + 1 && killsRole(f)) gone.insert(f.role);
+    }
+    double worst = 0;
+    std::string worst_role, missing;
+    for (const auto& role : s.membersOf(name)) {
+      if (gone.count(role) || role == cause->role) continue;
+      const EventRec* ev = firstBroken(r, name, role, cause->sent);
+      if (ev == nullptr) {
+        missing += (missing.empty() ? "" : ", ") + role;
+        continue;
+      }
+      if (ev->t - cause->sent >= worst) worst = ev->t - cause->sent, worst_role = role;
+    }
+    v.measured = ms(worst);
+    if (!missing.empty()) {
+      v.status = "fail";
+      v.message = "after '" + cause->action + "' at " + fmt("%.3f s", cause->sent) + ", " +
+                  missing + " never reported world " + name + " broken";
+    } else if (worst_role.empty()) {
+      v.status = "skipped";
+      v.message = "no surviving member of world " + name + " to measure detection at";
+    } else {
+      v.status = worst * 1000 <= static_cast<double>(limit->count()) ? "pass" : "fail";
+      v.message = "'" + cause->action + "' at " + fmt("%.3f s", cause->sent) +
+                  "; the last survivor to detect it was " + worst_role + " after " + ms(worst);
+    }
+    out.push_back(v);
+  }
+
+  // Survivors' throughput before and after the first fault.
+  const double ff = firstFault(r);
+  double last_fault = ff;
+  for (const auto& f : r.faults) {
+    if (f.sent >= 0 && f.outcome == "ok") last_fault = std::max(last_fault, f.sent);
+  }
+  const double warm = static_cast<double>(s.warmup.count()) / 1000.0;
+  for (const auto& t : e.throughput) {
+    Verdict v;
+    v.world = t.world;
+    v.where = t.where;
+    v.name = "world " + t.world + " keeps >= " + fmt("%.2f", t.ratio) + " of its throughput (" +
+             t.window + " the fault)";
+    v.threshold = ">= " + fmt("%.2f", t.ratio);
+    if (ff < 0) {
+      v.status = "error";
+      v.message = "no fault was delivered, so there is no before and after";
+      out.push_back(v);
+      continue;
+    }
+    Rate before = throughputBetween(s, r, t.world, warm, ff);
+    double to = t.window == "during" ? std::max(last_fault, ff + 0.2) : r.elapsed;
+    Rate after = throughputBetween(s, r, t.world, ff, to);
+    if (before.windows == 0 || before.mean <= 0) {
+      v.status = "error";
+      v.message = "no traffic measured in world " + t.world + " between the warm-up (" +
+                  fmt("%.2f s", warm) + ") and the first fault (" + fmt("%.2f s", ff) + ")";
+      out.push_back(v);
+      continue;
+    }
+    double ratio = after.mean / before.mean;
+    v.measured = fmt("%.3f", ratio);
+    v.status = ratio >= t.ratio ? "pass" : "fail";
+    v.message = "before: " + fmt("%.1f MB/s", before.mean / 1e6) + " (median " +
+                fmt("%.1f", before.median / 1e6) + ", " + std::to_string(before.windows) +
+                " windows); after: " + fmt("%.1f MB/s", after.mean / 1e6) + " (median " +
+                fmt("%.1f", after.median / 1e6) + ", min " + fmt("%.1f", after.min / 1e6) + ", " +
+                std::to_string(after.windows) + " windows); ratio " + fmt("%.3f", ratio);
+    out.push_back(v);
+  }
+
+  // Replacement worlds after restarts.
+  if (e.replacement_within) {
+    const double limit = static_cast<double>(e.replacement_within->count()) / 1000.0;
+    bool any = false;
+    for (const auto& f : r.faults) {
+      if (f.kind != "restart" || f.sent < 0 || f.outcome != "ok") continue;
+      for (const auto& world : s.worldsOf(f.role)) {
+        any = true;
+        Verdict v;
+        v.world = world;
+        v.where = e.where;
+        v.name = "world " + world + " is healthy again within " +
+                 std::to_string(e.replacement_within->count()) + " ms of restarting " + f.role;
+        v.threshold = "<= " + ms(limit);
+        double worst = -1;
+        std::string missing;
+        for (const auto& role : s.membersOf(world)) {
+          double t = -1;
+          for (const auto& ev : r.events) {
+            if (ev.world == world && ev.role == role && ev.kind == "created" && ev.t > f.sent &&
+                inRun(r, ev.t) && (t < 0 || ev.t < t)) {
+              t = ev.t;
+            }
+          }
+          if (t < 0) {
+            missing += (missing.empty() ? "" : ", ") + role;
+          } else {
+            worst = std::max(worst, t - f.sent);
+          }
+        }
+        if (!missing.empty()) {
+          v.status = "fail";
+          v.measured = "never";
+          v.message = missing + " never re-joined world " + world + " after the restart at " +
+                      fmt("%.3f s", f.sent);
+        } else {
+          v.measured = ms(worst);
+          v.status = worst <= limit ? "pass" : "fail";
+          v.message = "every member of " + world + " joined its new generation " + ms(worst) +
+                      " after the restart";
+        }
+        out.push_back(v);
+      }
+    }
+    if (!any) {
+      out.push_back({"replacement worlds are healthy in time", "", "error", "", "",
+                     "expect.replacement_within is set but no restart was delivered", e.where});
+    }
+  }
+
+  if (e.no_hang) {
+    std::string hung;
+    for (const auto& w : r.workers) {
+      if (w.hung) hung += (hung.empty() ? "" : ", ") + w.role;
+    }
+    out.push_back({"no process hangs", "", hung.empty() ? "pass" : "fail",
+                   hung.empty() ? "0" : hung, "0",
+                   hung.empty() ? "every worker exited within 5 s of being told to stop"
+                                : "did not exit within 5 s of being told to stop (killed): " + hung,
+                   e.where});
+  }
+  if (e.no_orphans) {
+    std::string left = std::to_string(r.leftover_processes) + " processes";
+    for (const auto& f : r.leftover_files) left += ", " + f;
+    bool clean = r.leftover_processes == 0 && r.leftover_files.empty();
+    out.push_back({"no orphan process or file is left", "", clean ? "pass" : "fail",
+                   clean ? "0" : left, "0",
+                   clean ? "no worker process, fifo or temporary directory remained"
+                         : "left behind: " + left,
+                   e.where});
+  }
+  return out;
+}
+
+std::string overall(const std::vector<Verdict>& v) {
+  for (const auto& x : v) {
+    if (x.status == "fail" || x.status == "error") return "fail";
+  }
+  return "pass";
+}
+
+}  // namespace mw::harness

@@ -1,0 +1,586 @@
+#include "harness/orchestrator.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "chaos/fifo_control.h"
+#include "chaos/ports.h"
+#include "chaos/process.h"
+
+namespace mw::harness {
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto kStartupLimit = 60s;   // every worker joined
+constexpr auto kStopGrace = 5s;       // a worker told to stop has exited
+constexpr auto kFifoLimit = 5s;       // a worker's failpoint fifo answers
+constexpr auto kCommandLimit = 1s;    // one failpoint command answered
+constexpr size_t kStderrTail = 4000;
+
+long long nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::vector<std::string> splitWords(const std::string& line, size_t max_parts) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < line.size() && parts.size() + 1 < max_parts) {
+    size_t j = line.find(' ', i);
+    if (j == std::string::npos) break;
+    parts.push_back(line.substr(i, j - i));
+    i = j + 1;
+  }
+  if (i <= line.size()) parts.push_back(line.substr(i));
+  return parts;
+}
+
+double cpuSeconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Worker {
+  std::string role;
+  std::unique_ptr<chaos::Process> proc;
+  chaos::FifoControl fifo;
+  std::string fifo_dir;
+  std::string out_buf;
+  std::string err_tail;
+  bool ready = false;
+  bool fifo_wanted = false;
+  bool fifo_unavailable = false;
+  bool killed_by_scenario = false;
+  bool stopped = false;  // told to stop at the end
+  bool out_eof = false, err_eof = false;  // pipes closed: no longer polled
+  int starts = 0;
+};
+
+class Run {
+ public:
+  Run(const Scenario& s, const RunOptions& o) : s_(s), o_(o) {}
+
+  RunResult go() {
+    res_.record.duration = static_cast<double>(s_.duration.count()) / 1000.0;
+    const double cpu0 = cpuSeconds(RUSAGE_SELF);
+    const double child0 = cpuSeconds(RUSAGE_CHILDREN);
+    t0_ns_ = nowNs();
+    prepare();
+    if (res_.outcome == RunOutcome::kCompleted) startAll();
+    if (res_.outcome == RunOutcome::kCompleted) waitReady();
+    if (res_.outcome == RunOutcome::kCompleted) {
+      res_.record.startup = static_cast<double>(nowNs() - t0_ns_) / 1e9;
+      t0_ns_ = nowNs();
+      play();
+    }
+    stopAll();
+    cleanup();
+    res_.record.harness_cpu = cpuSeconds(RUSAGE_SELF) - cpu0;
+    res_.record.workers_cpu = cpuSeconds(RUSAGE_CHILDREN) - child0;
+    return std::move(res_);
+  }
+
+ private:
+  void fail(RunOutcome o, const std::string& why) {
+    if (res_.outcome == RunOutcome::kCompleted) {
+      res_.outcome = o;
+      res_.why = why;
+    }
+    res_.record.harness_errors.push_back(why);
+  }
+
+  bool interrupted() const { return o_.interrupted != nullptr && o_.interrupted->load(); }
+
+  void prepare() {
+    std::set<uint16_t> used;
+    for (const auto& [name, w] : s_.worlds) {
+      uint16_t p = 0;
+      for (int i = 0; i < 100 && (p == 0 || used.count(p)); ++i) p = chaos::freePort();
+      used.insert(p);
+      ports_[name] = p;
+    }
+    int gpu_next = 0;
+    for (const auto& [name, r] : s_.roles) {
+      bool any_nccl = false;
+      for (const auto& [w, rank] : r.ranks) any_nccl |= s_.worlds.at(w).backend == "nccl";
+      std::string dev = r.device;
+      if (dev == "auto") dev = any_nccl ? "gpu" : "cpu";
+      if (dev == "gpu") {
+        if (o_.gpus <= 0) {
+          fail(RunOutcome::kUnavailable,
+               "role '" + name + "' needs a GPU (an nccl world) and this machine has none; run "
+               "with --backend gloo to play the scenario on CPU worlds");
+          return;
+        }
+        dev = "cuda:" + std::to_string(gpu_next++ % o_.gpus);
+      }
+      devices_[name] = dev;
+    }
+    needs_fifo_ = false;
+    for (const auto& a : s_.timeline) {
+      if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
+    }
+    for (const auto& a : s_.timeline) {
+      res_.record.faults.push_back(FaultRec{a.describe(), a.kind, a.role, a.where,
+                                            static_cast<double>(a.at.count()) / 1000.0, -1, -1,
+                                            "pending", touched(a)});
+    }
+  }
+
+  std::vector<std::string> touched(const ActionSpec& a) const {
+    if (a.kind == "remove_world" || a.kind == "add_world") return {a.world};
+    if (a.kind == "failpoint" || a.kind == "clear_failpoint") {
+      std::string last = a.point.substr(a.point.rfind('/') + 1);
+      if (s_.worlds.count(last)) return {last};
+      std::vector<std::string> out;
+      for (const auto& w : s_.worldsOf(a.role)) {
+        // "mw/gloo/send/*": every world of the role
+        out.push_back(w);
+      }
+      return out;
+    }
+    return s_.worldsOf(a.role);
+  }
+
+  json config(const std::string& role, const std::string& fifo_prefix) const {
+    const RoleSpec& r = s_.roles.at(role);
+    json c;
+    c["role"] = role;
+    // Per-role seeds derived from the scenario's: every process draws its own sequence.
+    c["seed"] = static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^
+                                      std::hash<std::string>{}(role));
+    c["window_ms"] = 100;
+    if (!fifo_prefix.empty()) c["fifo_prefix"] = fifo_prefix;
+    c["worlds"] = json::array();
+    for (const auto& [w, rank] : r.ranks) {
+      const WorldSpec& ws = s_.worlds.at(w);
+      c["worlds"].push_back({{"name", w},
+                             {"rank", rank},
+                             {"size", ws.size},
+                             {"port", ports_.at(w)},
+                             {"backend", ws.backend},
+                             {"device", ws.backend == "nccl" ? devices_.at(role) : "cpu"},
+                             {"heartbeat_ms", ws.heartbeat.count()},
+                             {"op_timeout_ms", ws.op_timeout.count()},
+                             {"rejoin", ws.rejoin},
+                             {"start", ws.start}});
+    }
+    c["traffic"] = json::array();
+    for (const auto& t : s_.traffic) {
+      for (const auto& w : t.worlds) {
+        if (!r.ranks.count(w)) continue;
+        std::string pattern = t.pattern == "gather_to_leader" ? "gather"
+                              : t.pattern == "ring_allreduce" ? "allreduce"
+                                                              : t.pattern;
+        c["traffic"].push_back({{"world", w},
+                                {"pattern", pattern},
+                                {"bytes", t.bytes},
+                                {"dtype", t.dtype},
+                                {"rate", t.rate},
+                                {"root", t.root}});
+      }
+    }
+    return c;
+  }
+
+  bool start(const std::string& role) {
+    auto& w = workers_[role];
+    w.role = role;
+    std::string prefix;
+    w.fifo_wanted = fifo_roles_.count(role) > 0;
+    if (w.fifo_wanted) {
+      char dir[] = "/tmp/mwchaos-XXXXXX";
+      if (::mkdtemp(dir) == nullptr) {
+        fail(RunOutcome::kHarnessError, std::string("mkdtemp: ") + std::strerror(errno));
+        return false;
+      }
+      w.fifo_dir = dir;
+      prefix = w.fifo_dir + "/fiu";
+    }
+    auto p = chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()});
+    if (!p.ok()) {
+      fail(RunOutcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
+      return false;
+    }
+    w.proc = std::move(*p);
+    w.ready = false;
+    w.out_eof = w.err_eof = false;
+    w.out_buf.clear();
+    ++w.starts;
+    return true;
+  }
+
+  void startAll() {
+    for (const auto& [name, r] : s_.roles) {
+      if (!start(name)) return;
+    }
+  }
+
+  double rel(long long t_ns) const { return static_cast<double>(t_ns - t0_ns_) / 1e9; }
+
+  void finishWorker(Worker& w) {
+    WorkerRec rec;
+    rec.role = w.role;
+    rec.pid = w.proc ? w.proc->pid() : 0;
+    rec.starts = w.starts;
+    rec.killed_by_scenario = w.killed_by_scenario;
+    if (w.proc) {
+      readAll(w);
+      rec.exit = w.proc->exitText();
+    }
+    rec.stderr_tail = w.err_tail;
+    res_.record.workers.push_back(rec);
+    removeFifoDir(w);
+  }
+
+  void removeFifoDir(Worker& w) {
+    if (w.fifo_dir.empty()) return;
+    // libfiu's fifos are unlinked once opened; remove them too when they never were.
+    if (w.proc) {
+      std::string base = w.fifo_dir + "/fiu-" + std::to_string(w.proc->pid());
+      ::unlink((base + ".in").c_str());
+      ::unlink((base + ".out").c_str());
+    }
+    ::rmdir(w.fifo_dir.c_str());
+    w.fifo_dir.clear();
+  }
+
+  void readAll(Worker& w) {
+    if (!w.proc) return;
+    std::string got;
+    if (!w.out_eof && !w.proc->readStdout(&got)) w.out_eof = true;
+    w.out_buf += got;
+    size_t nl;
+    while ((nl = w.out_buf.find('\n')) != std::string::npos) {
+      std::string line = w.out_buf.substr(0, nl);
+      w.out_buf.erase(0, nl + 1);
+      handleLine(w, line);
+    }
+    std::string err;
+    if (!w.err_eof && !w.proc->readStderr(&err)) w.err_eof = true;
+    if (!err.empty()) {
+      if (o_.verbosity >= 2) std::fprintf(stderr, "[%s stderr] %s", w.role.c_str(), err.c_str());
+      w.err_tail += err;
+      if (w.err_tail.size() > kStderrTail) w.err_tail.erase(0, w.err_tail.size() - kStderrTail);
+    }
+  }
+
+  void handleLine(Worker& w, const std::string& line) {
+    if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
+    auto p = splitWords(line, 9);
+    if (p.empty()) return;
+    const std::string& k = p[0];
+    if (k == "metrics" && p.size() >= 8) {
+      WindowRec r;
+      r.t = rel(std::stoll(p[1]));
+      r.generation = std::stoull(p[3]);
+      r.bytes = std::stod(p[4]);
+      r.ops = std::stod(p[5]);
+      r.lat_sum_ns = std::stod(p[6]);
+      r.lat_max_ns = std::stod(p[7]);
+      res_.record.windows[p[2]][w.role].push_back(r);
+      last_bytes_[p[2] + "/" + w.role] = r.bytes;
+    } else if (k == "event" && p.size() >= 7) {
+      EventRec e;
+      e.t = rel(std::stoll(p[1]));
+      e.role = w.role;
+      e.world = p[2];
+      e.kind = p[3];
+      e.generation = std::stoull(p[4]);
+      e.cause = p[5] == "-" ? "" : p[5];
+      e.peer = std::stoi(p[6]);
+      e.detail = p.size() > 7 ? p[7] + (p.size() > 8 ? " " + p[8] : "") : "";
+      res_.record.events.push_back(e);
+      state_[e.world + "/" + w.role] = e.kind;
+    } else if (k == "ready") {
+      w.ready = true;
+    } else if (k == "fifo" && p.size() >= 2) {
+      if (p[1] == "-") {
+        w.fifo_unavailable = true;
+        return;
+      }
+      auto c = chaos::FifoControl::open(p[1], deadlineIn(kFifoLimit));
+      if (!c.ok()) {
+        res_.record.harness_errors.push_back("role '" + w.role + "': " + c.status().message());
+      } else {
+        w.fifo = std::move(*c);
+      }
+      removeFifoDir(w);
+    } else if (k == "joinfail") {
+      if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
+    } else if (k == "error") {
+      std::string msg = line.substr(6);
+      if (msg.rfind("unavailable", 0) == 0 && !w.ready) {
+        fail(RunOutcome::kUnavailable, "role '" + w.role + "': " + msg);
+      } else {
+        res_.record.harness_errors.push_back("role '" + w.role + "': " + msg);
+      }
+    }
+  }
+
+  // Polls every worker's pipes for up to `ms`.
+  void pump(int ms) {
+    std::vector<pollfd> fds;
+    for (auto& [role, w] : workers_) {
+      if (!w.proc) continue;
+      if (!w.out_eof) fds.push_back({w.proc->stdoutFd(), POLLIN, 0});
+      if (!w.err_eof) fds.push_back({w.proc->stderrFd(), POLLIN, 0});
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), ms);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    for (auto& [role, w] : workers_) readAll(w);
+  }
+
+  void waitReady() {
+    const auto until = deadlineIn(kStartupLimit);
+    for (;;) {
+      pump(20);
+      if (res_.outcome != RunOutcome::kCompleted) return;
+      bool all = true;
+      for (auto& [role, w] : workers_) {
+        if (w.proc && w.proc->poll() && !w.ready) {
+          readAll(w);
+          if (res_.outcome != RunOutcome::kCompleted) return;
+          fail(RunOutcome::kHarnessError,
+               "role '" + role + "' " + w.proc->exitText() + " before it joined its worlds: " +
+                   lastLines(w.err_tail));
+          return;
+        }
+        all &= w.ready;
+      }
+      if (all) return;
+      if (interrupted()) {
+        res_.outcome = RunOutcome::kInterrupted;
+        res_.record.interrupted = true;
+        return;
+      }
+      if (Clock::now() >= until) {
+        std::string missing;
+        for (auto& [role, w] : workers_) {
+          if (!w.ready) missing += (missing.empty() ? "" : ", ") + role;
+        }
+        fail(RunOutcome::kHarnessError, "roles did not join their worlds within 60 s: " + missing);
+        return;
+      }
+    }
+  }
+
+  static std::string lastLines(const std::string& s) {
+    std::string t = s.size() > 600 ? s.substr(s.size() - 600) : s;
+    for (char& c : t) {
+      if (c == '\n') c = ' ';
+    }
+    return t.empty() ? "(no output)" : t;
+  }
+
+  void act(size_t i) {
+    const ActionSpec& a = s_.timeline[i];
+    FaultRec& f = res_.record.faults[i];
+    Worker& w = workers_[a.role];
+    f.sent = rel(nowNs());
+    auto running = [&] { return w.proc && !w.proc->poll(); };
+    if (a.kind == "restart") {
+      if (w.proc) {
+        w.proc->killAndReap();
+        w.killed_by_scenario = true;
+        finishWorker(w);
+      }
+      f.outcome = start(a.role) ? "ok" : "error: could not start the worker again";
+      f.acked = f.sent;
+      return;
+    }
+    if (!running()) {
+      f.outcome = "error: role '" + a.role + "' is not running";
+      return;
+    }
+    if (a.kind == "kill") {
+      w.proc->signal(a.signal);
+      if (a.signal == SIGKILL || a.signal == SIGTERM || a.signal == SIGINT ||
+          a.signal == SIGSEGV || a.signal == SIGABRT || a.signal == SIGQUIT) {
+        w.killed_by_scenario = true;
+      }
+    } else if (a.kind == "pause") {
+      w.proc->signal(SIGSTOP);
+    } else if (a.kind == "resume") {
+      w.proc->signal(SIGCONT);
+    } else if (a.kind == "remove_world") {
+      w.proc->tell("remove " + a.world);
+    } else if (a.kind == "add_world") {
+      w.proc->tell("add " + a.world);
+    } else if (a.kind == "failpoint" || a.kind == "clear_failpoint") {
+      if (w.fifo_unavailable) {
+        f.outcome = "skipped: this build of the worker has no failpoints (configure with "
+                    "-DMW_WITH_FIU=ON and libfiu-dev)";
+        return;
+      }
+      if (!w.fifo.isOpen()) {
+        f.outcome = "error: role '" + a.role + "' has no failpoint fifo";
+        return;
+      }
+      std::string cmd = a.kind == "failpoint"
+                            ? chaos::enableCommand(a.point, a.mode.failnum, a.mode.failinfo,
+                                                   a.mode.probability, a.mode.once)
+                            : chaos::disableCommand(a.point);
+      Status st = w.fifo.command(cmd, deadlineIn(kCommandLimit));
+      if (!st.ok()) {
+        f.outcome = "error: " + st.message();
+        return;
+      }
+      f.acked = rel(nowNs());
+      f.outcome = "ok";
+      return;
+    }
+    f.acked = f.sent;
+    f.outcome = "ok";
+  }
+
+  void progress(bool final_line) {
+    if (o_.verbosity < 1) return;
+    const double t = rel(nowNs());
+    int healthy = 0, broken = 0;
+    double rate = 0;
+    for (const auto& [name, ws] : s_.worlds) {
+      bool any_broken = false;
+      for (const auto& role : s_.membersOf(name)) {
+        auto it = state_.find(name + "/" + role);
+        if (it != state_.end() && it->second == "broken") any_broken = true;
+      }
+      any_broken ? ++broken : ++healthy;
+      auto members = s_.membersOf(name);
+      if (!members.empty()) {
+        auto it = last_bytes_.find(name + "/" + members[0]);
+        if (it != last_bytes_.end()) rate += it->second * 10;  // 100 ms windows
+      }
+    }
+    char line[256];
+    std::snprintf(line, sizeof(line), "[%5.1f/%.1fs] %s: worlds healthy %d, broken %d | %.2f GB/s",
+                  std::min(t, res_.record.duration), res_.record.duration, s_.name.c_str(), healthy,
+                  broken, rate / 1e9);
+    if (o_.tty) {
+      std::fprintf(stderr, "\r\033[K%s%s", line, final_line ? "\n" : "");
+    } else {
+      std::fprintf(stderr, "%s\n", line);
+    }
+    std::fflush(stderr);
+  }
+
+  void play() {
+    size_t next = 0;
+    const long long end_ns = t0_ns_ + s_.duration.count() * 1000000LL;
+    long long next_progress = t0_ns_;
+    const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;
+    while (nowNs() < end_ns) {
+      if (interrupted()) {
+        res_.outcome = RunOutcome::kInterrupted;
+        res_.record.interrupted = true;
+        break;
+      }
+      while (next < s_.timeline.size() &&
+             nowNs() >= t0_ns_ + s_.timeline[next].at.count() * 1000000LL) {
+        act(next++);
+      }
+      long long wake = end_ns;
+      if (next < s_.timeline.size()) wake = std::min(wake, t0_ns_ + s_.timeline[next].at.count() * 1000000LL);
+      int ms = static_cast<int>(std::clamp<long long>((wake - nowNs()) / 1000000, 0, 20));
+      pump(ms);
+      for (auto& [role, w] : workers_) {
+        if (w.proc && w.proc->poll() && !w.killed_by_scenario && !w.stopped) {
+          readAll(w);
+          res_.record.harness_errors.push_back("role '" + role + "' " + w.proc->exitText() +
+                                               " unexpectedly: " + lastLines(w.err_tail));
+          w.stopped = true;
+        }
+      }
+      if (nowNs() >= next_progress) {
+        progress(false);
+        next_progress += progress_every;
+      }
+    }
+    // Actions planned for the very end still happen.
+    while (!res_.record.interrupted && next < s_.timeline.size()) act(next++);
+    res_.record.elapsed = rel(nowNs());
+    progress(true);
+  }
+
+  void stopAll() {
+    for (auto& [role, w] : workers_) {
+      if (!w.proc || w.proc->poll()) continue;
+      w.proc->signal(SIGCONT);  // a paused worker must run to stop
+      w.proc->tell("stop");
+      w.proc->closeStdin();
+      w.stopped = true;
+    }
+    const auto until = deadlineIn(kStopGrace);
+    for (;;) {
+      bool all = true;
+      for (auto& [role, w] : workers_) all &= !w.proc || w.proc->poll();
+      if (all || Clock::now() >= until) break;
+      pump(10);
+    }
+    for (auto& [role, w] : workers_) {
+      if (!w.proc) continue;
+      if (!w.proc->poll()) {
+        w.proc->killAndReap();
+        hung_.insert(role);
+      }
+      finishWorker(w);
+      if (hung_.count(role)) res_.record.workers.back().hung = true;
+    }
+  }
+
+  void cleanup() {
+    for (auto& [role, w] : workers_) {
+      if (!w.proc) continue;
+      res_.record.leftover_processes += chaos::aliveInGroup(w.proc->pid());
+      w.proc.reset();
+    }
+    for (auto& [role, w] : workers_) {
+      if (!w.fifo_dir.empty()) {
+        struct stat st {};
+        if (::stat(w.fifo_dir.c_str(), &st) == 0) res_.record.leftover_files.push_back(w.fifo_dir);
+      }
+    }
+  }
+
+  const Scenario& s_;
+  const RunOptions& o_;
+  RunResult res_;
+  long long t0_ns_ = 0;
+  std::map<std::string, uint16_t> ports_;
+  std::map<std::string, std::string> devices_;
+  std::set<std::string> fifo_roles_;
+  bool needs_fifo_ = false;
+  std::map<std::string, Worker> workers_;
+  std::map<std::string, std::string> state_;      // world/role -> last event kind
+  std::map<std::string, double> last_bytes_;      // world/role -> last window's bytes
+  std::set<std::string> hung_;
+};
+
+}  // namespace
+
+RunResult runScenario(const Scenario& s, const RunOptions& options) {
+  Run run(s, options);
+  return run.go();
+}
+
+}  // namespace mw::harness

@@ -1,0 +1,39 @@
+// The orchestrator: runs one scenario. It starts one worker process per role (its own process
+// group, killed with the harness), waits until every world is joined, plays the timeline of faults
+// against the clock, collects the workers' events and metrics, stops them, and leaves no process,
+// fifo or temporary file behind, also when interrupted.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "harness/run.h"
+#include "harness/scenario.h"
+
+namespace mw::harness {
+
+struct RunOptions {
+  std::string worker_path;  // the mw_worker program
+  int verbosity = 1;        // 0: quiet, 1: progress, 2: every worker line
+  bool tty = false;         // progress redraws one line (else a line per second)
+  const std::atomic<bool>* interrupted = nullptr;  // set by the CLI's signal handler
+  int gpus = 0;             // GPUs this machine has (roles on "gpu" are spread across them)
+};
+
+enum class RunOutcome {
+  kCompleted,    // the timeline ran to its end
+  kInterrupted,  // Ctrl-C or SIGTERM
+  kUnavailable,  // the machine cannot run it (no GPU, no failpoints...): RunRecord says what
+  kHarnessError, // the harness could not run it (a worker failed to start or join)
+};
+
+struct RunResult {
+  RunOutcome outcome = RunOutcome::kCompleted;
+  std::string why;  // for kUnavailable / kHarnessError
+  RunRecord record;
+};
+
+RunResult runScenario(const Scenario& s, const RunOptions& options);
+
+}  // namespace mw::harness

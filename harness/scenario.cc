@@ -1,0 +1,950 @@
+// Loading scenario files: Lua 5.4 runs the file in a sandbox; the table given to scenario{} is
+// converted to a generic value tree, then validated into the Scenario model with messages that
+// name the file, line and field.
+#include "harness/scenario.h"
+
+#include <lua.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace mw::harness {
+
+namespace {
+
+// Constructors that tag each table with its kind and the file:line it was written at.
+constexpr const char* kPrelude = R"lua(
+local getinfo = debug.getinfo
+local function where()
+  local i = getinfo(3, "Sl")
+  if not i then return "?" end
+  local src = i.source:sub(1, 1) == "@" and i.source:sub(2) or i.short_src
+  return src .. ":" .. (i.currentline or 0)
+end
+local function tagged(kind, t, w)
+  if type(t) ~= "table" then error(kind .. " takes a table: " .. kind .. " { ... }", 3) end
+  t.__kind = kind
+  t.__where = w
+  return t
+end
+__mw_scenarios = {}
+function scenario(t)
+  __mw_scenarios[#__mw_scenarios + 1] = tagged("scenario", t, where())
+end
+function at(time, action)
+  return { __kind = "at", time = time, action = action, __where = where() }
+end
+function kill(role, signal)
+  return { __kind = "kill", role = role, signal = signal or "SIGKILL", __where = where() }
+end
+function pause(role) return { __kind = "pause", role = role, __where = where() } end
+function resume(role) return { __kind = "resume", role = role, __where = where() } end
+function restart(role) return { __kind = "restart", role = role, __where = where() } end
+function failpoint(role, point, mode)
+  return { __kind = "failpoint", role = role, point = point, mode = mode or {}, __where = where() }
+end
+function clear_failpoint(role, point)
+  return { __kind = "clear_failpoint", role = role, point = point, __where = where() }
+end
+function remove_world(role, world)
+  return { __kind = "remove_world", role = role, world = world, __where = where() }
+end
+function add_world(role, world)
+  return { __kind = "add_world", role = role, world = world, __where = where() }
+end
+function gather_to_leader(t) return tagged("gather_to_leader", t, where()) end
+function ring_allreduce(t) return tagged("ring_allreduce", t, where()) end
+function broadcast(t) return tagged("broadcast", t, where()) end
+function pipeline(t) return tagged("pipeline", t, where()) end
+function throughput_kept(t) return tagged("throughput_kept", t, where()) end
+debug = nil
+os = nil
+io = nil
+package = nil
+require = nil
+dofile = nil
+loadfile = nil
+)lua";
+
+// A Lua value, converted.
+struct LV {
+  enum class T { kNil, kBool, kNum, kStr, kTable, kFunc } t = T::kNil;
+  bool b = false;
+  double n = 0;
+  std::string s;
+  std::vector<std::pair<std::string, LV>> fields;  // string keys, sorted
+  std::vector<LV> items;                           // 1..n
+  int func_ref = LUA_NOREF;
+
+  const LV* get(const std::string& k) const {
+    for (const auto& [key, v] : fields) {
+      if (key == k) return &v;
+    }
+    return nullptr;
+  }
+  std::string kindTag() const {
+    const LV* k = get("__kind");
+    return k && k->t == T::kStr ? k->s : "";
+  }
+  std::string whereTag(const std::string& fallback) const {
+    const LV* w = get("__where");
+    return w && w->t == T::kStr ? w->s : fallback;
+  }
+  std::string typeName() const {
+    switch (t) {
+      case T::kNil: return "nil";
+      case T::kBool: return "a boolean";
+      case T::kNum: return "a number";
+      case T::kStr: return "a string";
+      case T::kTable: return "a table";
+      case T::kFunc: return "a function";
+    }
+    return "?";
+  }
+  std::string show() const {
+    switch (t) {
+      case T::kStr: return "\"" + s + "\"";
+      case T::kNum: {
+        std::ostringstream o;
+        o << n;
+        return o.str();
+      }
+      case T::kBool: return b ? "true" : "false";
+      default: return typeName();
+    }
+  }
+};
+
+// Converts the value at `idx`. Errors (non-string keys, cycles, depth) go to `err`.
+LV convert(lua_State* L, int idx, int depth, std::string* err) {
+  LV v;
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return v;
+    case LUA_TBOOLEAN:
+      v.t = LV::T::kBool;
+      v.b = lua_toboolean(L, idx) != 0;
+      return v;
+    case LUA_TNUMBER:
+      v.t = LV::T::kNum;
+      v.n = lua_tonumber(L, idx);
+      return v;
+    case LUA_TSTRING:
+      v.t = LV::T::kStr;
+      v.s = lua_tostring(L, idx);
+      return v;
+    case LUA_TFUNCTION:
+      v.t = LV::T::kFunc;
+      lua_pushvalue(L, idx);
+      v.func_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+      return v;
+    case LUA_TTABLE: break;
+    default:
+      if (err->empty()) *err = std::string("unsupported value of type ") + luaL_typename(L, idx);
+      return v;
+  }
+  v.t = LV::T::kTable;
+  if (depth > 32) {
+    if (err->empty()) *err = "tables nested more than 32 deep";
+    return v;
+  }
+  lua_Integer len = static_cast<lua_Integer>(lua_rawlen(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      std::string key = lua_tostring(L, -2);
+      v.fields.emplace_back(key, convert(L, -1, depth + 1, err));
+    } else if (lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len) {
+      // sequence part: collected in order below
+    } else if (err->empty()) {
+      *err = "a table key must be a string or a position 1..n";
+    }
+    lua_pop(L, 1);
+  }
+  for (lua_Integer i = 1; i <= len; ++i) {
+    lua_rawgeti(L, idx, i);
+    v.items.push_back(convert(L, -1, depth + 1, err));
+    lua_pop(L, 1);
+  }
+  std::sort(v.fields.begin(), v.fields.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return v;
+}
+
+struct SignalName {
+  const char* name;
+  int number;
+};
+constexpr SignalName kSignals[] = {
+    {"SIGKILL", SIGKILL}, {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT},
+    {"SIGABRT", SIGABRT}, {"SIGSEGV", SIGSEGV}, {"SIGHUP", SIGHUP},   {"SIGUSR1", SIGUSR1},
+    {"SIGUSR2", SIGUSR2}, {"SIGSTOP", SIGSTOP}, {"SIGCONT", SIGCONT}, {"SIGBUS", SIGBUS},
+};
+
+struct ErrnoName {
+  const char* name;
+  int number;
+};
+constexpr ErrnoName kErrnos[] = {
+    {"ECONNRESET", ECONNRESET}, {"EPIPE", EPIPE},         {"EIO", EIO},
+    {"ETIMEDOUT", ETIMEDOUT},   {"ECONNREFUSED", ECONNREFUSED}, {"ENETUNREACH", ENETUNREACH},
+    {"EHOSTUNREACH", EHOSTUNREACH}, {"ENOMEM", ENOMEM},   {"EAGAIN", EAGAIN},
+    {"EINVAL", EINVAL},         {"ENOSPC", ENOSPC},       {"ECONNABORTED", ECONNABORTED},
+};
+
+struct NcclName {
+  const char* name;
+  int number;
+  int gloo_errno;  // what a Gloo world gets instead when the scenario runs on Gloo
+};
+constexpr NcclName kNcclResults[] = {
+    {"ncclUnhandledCudaError", 1, EIO}, {"ncclSystemError", 2, EIO},
+    {"ncclInternalError", 3, EIO},      {"ncclInvalidArgument", 4, EINVAL},
+    {"ncclInvalidUsage", 5, EINVAL},    {"ncclRemoteError", 6, ECONNRESET},
+};
+
+class Validator {
+ public:
+  Validator(std::string file, const LoadOptions& opts) : file_(std::move(file)), opts_(opts) {}
+
+  void error(const std::string& where, const std::string& msg) {
+    errors.push_back(where + ": " + msg);
+  }
+
+  // Reports every field of `t` not in `allowed` (tags excepted).
+  void onlyFields(const LV& t, const std::string& where, const std::string& path,
+                  std::initializer_list<const char*> allowed) {
+    for (const auto& [k, v] : t.fields) {
+      if (k == "__kind" || k == "__where") continue;
+      bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; });
+      if (!ok) {
+        std::string list;
+        for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+        error(where, path + (path.empty() ? "" : ".") + k + ": unknown field (expected one of: " +
+                         list + ")");
+      }
+    }
+    if (!t.items.empty()) error(where, path + ": expected named fields, not a list");
+  }
+
+  std::optional<Ms> duration(const LV* v, const std::string& where, const std::string& path) {
+    if (v == nullptr) return std::nullopt;
+    std::optional<Ms> d;
+    if (v->t == LV::T::kStr) d = parseDuration(v->s);
+    if (v->t == LV::T::kNum && v->n >= 0) d = Ms(static_cast<long long>(std::llround(v->n * 1000)));
+    if (!d) error(where, path + ": expected a duration like \"500ms\" or \"2s\", got " + v->show());
+    return d;
+  }
+
+  // The value of `v` when it has type `t` (nullopt, and an error naming `expected`, otherwise).
+  template <typename R>
+  std::optional<R> typed(const LV* v, LV::T t, R (*get)(const LV&), const char* expected,
+                         const std::string& where, const std::string& path) {
+    if (v == nullptr) return std::nullopt;
+    if (v->t != t) {
+      error(where, path + ": expected " + expected + ", got " + v->show());
+      return std::nullopt;
+    }
+    return get(*v);
+  }
+  std::optional<std::string> str(const LV* v, const std::string& where, const std::string& path) {
+    return typed<std::string>(v, LV::T::kStr, [](const LV& x) { return x.s; }, "a string", where,
+                              path);
+  }
+  std::optional<double> num(const LV* v, const std::string& where, const std::string& path) {
+    return typed<double>(v, LV::T::kNum, [](const LV& x) { return x.n; }, "a number", where, path);
+  }
+  std::optional<bool> boolean(const LV* v, const std::string& where, const std::string& path) {
+    return typed<bool>(v, LV::T::kBool, [](const LV& x) { return x.b; }, "true or false", where,
+                       path);
+  }
+
+  std::vector<std::string> strList(const LV* v, const std::string& where, const std::string& path) {
+    std::vector<std::string> out;
+    if (v == nullptr) return out;
+    if (v->t == LV::T::kStr) return {v->s};
+    if (v->t != LV::T::kTable || !v->fields.empty()) {
+      error(where, path + ": expected a list of names like { \"w1\", \"w2\" }, got " + v->show());
+      return out;
+    }
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      auto s = str(&v->items[i], where, path + "[" + std::to_string(i + 1) + "]");
+      if (s) out.push_back(*s);
+    }
+    return out;
+  }
+
+  Scenario scenario(const LV& t) {
+    Scenario s;
+    s.file = file_;
+    const std::string w = t.whereTag(file_ + ":1");
+    s.where = w;
+    onlyFields(t, w, "", {"name", "description", "duration", "warmup", "seed", "worlds", "roles",
+                          "traffic", "timeline", "expect"});
+    s.name = str(t.get("name"), w, "name").value_or("");
+    if (s.name.empty()) error(w, "name: every scenario needs a name");
+    s.description = str(t.get("description"), w, "description").value_or("");
+    s.duration = duration(t.get("duration"), w, "duration").value_or(Ms(5000));
+    s.warmup = duration(t.get("warmup"), w, "warmup").value_or(Ms(std::min<long long>(1000, s.duration.count() / 4)));
+    if (s.duration < Ms(500) || s.duration > Ms(24LL * 3600 * 1000)) {
+      error(w, "duration: must be between 500ms and 24h");
+    }
+    if (s.warmup >= s.duration) error(w, "warmup: must be shorter than the duration");
+    if (auto seed = num(t.get("seed"), w, "seed")) {
+      if (*seed < 0 || *seed != std::floor(*seed)) error(w, "seed: expected a whole number >= 0");
+      s.seed = static_cast<uint64_t>(*seed);
+    }
+    if (opts_.seed) s.seed = *opts_.seed;
+    worlds(t.get("worlds"), w, s);
+    roles(t.get("roles"), w, s);
+    sizes(s);
+    traffic(t.get("traffic"), w, s);
+    timeline(t.get("timeline"), w, s);
+    expect(t.get("expect"), w, s);
+    return s;
+  }
+
+  void worlds(const LV* v, const std::string& w, Scenario& s) {
+    if (v == nullptr || v->t != LV::T::kTable || v->fields.empty()) {
+      error(w, "worlds: expected a table of worlds like { w1 = { backend = \"gloo\" } }");
+      return;
+    }
+    for (const auto& [name, spec] : v->fields) {
+      if (name.rfind("__", 0) == 0) continue;
+      const std::string path = "worlds." + name;
+      if (!validWorldName(name)) {
+        error(w, path + ": a world name is 1-128 characters of [A-Za-z0-9_.-]");
+      }
+      WorldSpec ws;
+      ws.name = name;
+      ws.where = w;
+      if (spec.t != LV::T::kTable) {
+        error(w, path + ": expected a table, got " + spec.show());
+        continue;
+      }
+      onlyFields(spec, w, path, {"backend", "heartbeat", "op_timeout", "rejoin", "start", "size"});
+      ws.backend = str(spec.get("backend"), w, path + ".backend").value_or("gloo");
+      if (ws.backend != "gloo" && ws.backend != "nccl") {
+        error(w, path + ".backend: expected \"gloo\" or \"nccl\", got \"" + ws.backend + "\"");
+      }
+      if (opts_.backend) ws.backend = *opts_.backend;
+      ws.heartbeat = duration(spec.get("heartbeat"), w, path + ".heartbeat").value_or(Ms(1000));
+      if (ws.heartbeat < Ms(50)) error(w, path + ".heartbeat: must be at least 50ms");
+      ws.op_timeout = duration(spec.get("op_timeout"), w, path + ".op_timeout").value_or(Ms(10000));
+      ws.rejoin = boolean(spec.get("rejoin"), w, path + ".rejoin").value_or(false);
+      ws.start = boolean(spec.get("start"), w, path + ".start").value_or(true);
+      if (auto n = num(spec.get("size"), w, path + ".size")) ws.size = static_cast<int>(*n);
+      s.worlds[name] = ws;
+    }
+  }
+
+  static bool validWorldName(const std::string& n) {
+    if (n.empty() || n.size() > 128) return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    });
+  }
+
+  void roles(const LV* v, const std::string& w, Scenario& s) {
+    if (v == nullptr || v->t != LV::T::kTable || v->fields.empty()) {
+      error(w, "roles: expected a table of roles like { leader = { worlds = { w1 = 0 } } }");
+      return;
+    }
+    for (const auto& [name, spec] : v->fields) {
+      if (name.rfind("__", 0) == 0) continue;
+      const std::string path = "roles." + name;
+      RoleSpec r;
+      r.name = name;
+      r.where = w;
+      if (spec.t != LV::T::kTable) {
+        error(w, path + ": expected a table, got " + spec.show());
+        continue;
+      }
+      onlyFields(spec, w, path, {"worlds", "device"});
+      r.device = str(spec.get("device"), w, path + ".device").value_or("auto");
+      if (r.device != "auto" && r.device != "cpu" && r.device != "gpu" &&
+          r.device.rfind("cuda:", 0) != 0) {
+        error(w, path + ".device: expected \"auto\", \"cpu\", \"gpu\" or \"cuda:N\", got \"" +
+                     r.device + "\"");
+      }
+      const LV* ws = spec.get("worlds");
+      if (ws == nullptr || ws->t != LV::T::kTable || ws->fields.empty()) {
+        error(w, path + ".worlds: expected the worlds this role joins with its rank, like "
+                        "{ w1 = 0 }");
+        continue;
+      }
+      for (const auto& [world, rank] : ws->fields) {
+        const std::string rp = path + ".worlds." + world;
+        if (!s.worlds.count(world)) {
+          error(w, rp + ": no world '" + world + "' in worlds");
+          continue;
+        }
+        if (rank.t != LV::T::kNum || rank.n < 0 || rank.n != std::floor(rank.n)) {
+          error(w, rp + ": expected a rank (a whole number >= 0), got " + rank.show());
+          continue;
+        }
+        r.ranks[world] = static_cast<int>(rank.n);
+      }
+      s.roles[name] = r;
+    }
+  }
+
+  // Each world's members: ranks 0..n-1, each exactly once.
+  void sizes(Scenario& s) {
+    for (auto& [name, ws] : s.worlds) {
+      std::map<int, std::vector<std::string>> byRank;
+      for (const auto& [role, r] : s.roles) {
+        auto it = r.ranks.find(name);
+        if (it != r.ranks.end()) byRank[it->second].push_back(role);
+      }
+      if (byRank.empty()) {
+        error(ws.where, "worlds." + name + ": world has no members (no role lists it)");
+        continue;
+      }
+      for (const auto& [rank, roles] : byRank) {
+        if (roles.size() > 1) {
+          error(ws.where, "worlds." + name + ": rank " + std::to_string(rank) +
+                              " is taken by more than one role (" + roles[0] + " and " + roles[1] +
+                              ")");
+        }
+      }
+      int n = static_cast<int>(byRank.size());
+      if (byRank.rbegin()->first != n - 1) {
+        error(ws.where, "worlds." + name + ": ranks must be 0.." + std::to_string(n - 1) +
+                            " (one role each), found rank " +
+                            std::to_string(byRank.rbegin()->first));
+      }
+      if (ws.size != 0 && ws.size != n) {
+        error(ws.where, "worlds." + name + ".size: " + std::to_string(ws.size) + " but " +
+                            std::to_string(n) + " roles are members");
+      }
+      ws.size = n;
+    }
+  }
+
+  void traffic(const LV* v, const std::string& w, Scenario& s) {
+    if (v == nullptr) return;
+    if (v->t != LV::T::kTable || !v->fields.empty()) {
+      error(w, "traffic: expected a list like { gather_to_leader { worlds = { \"w1\" } } }");
+      return;
+    }
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      const LV& t = v->items[i];
+      const std::string path = "traffic[" + std::to_string(i + 1) + "]";
+      const std::string tw = t.whereTag(w);
+      TrafficSpec ts;
+      ts.pattern = t.kindTag();
+      ts.where = tw;
+      static const std::set<std::string> patterns = {"gather_to_leader", "ring_allreduce",
+                                                     "broadcast", "pipeline"};
+      if (t.t != LV::T::kTable || !patterns.count(ts.pattern)) {
+        error(tw, path + ": expected gather_to_leader{...}, ring_allreduce{...}, broadcast{...} "
+                         "or pipeline{...}");
+        continue;
+      }
+      onlyFields(t, tw, path, {"world", "worlds", "bytes", "dtype", "rate", "root"});
+      ts.worlds = strList(t.get("worlds"), tw, path + ".worlds");
+      if (auto one = str(t.get("world"), tw, path + ".world")) ts.worlds.push_back(*one);
+      if (ts.worlds.empty()) error(tw, path + ": name its world (world = \"w1\") or worlds");
+      for (const auto& wn : ts.worlds) {
+        if (!s.worlds.count(wn)) error(tw, path + ": no world '" + wn + "' in worlds");
+      }
+      if (const LV* b = t.get("bytes")) {
+        std::optional<uint64_t> n;
+        if (b->t == LV::T::kStr) n = parseBytes(b->s);
+        if (b->t == LV::T::kNum && b->n >= 1) n = static_cast<uint64_t>(b->n);
+        if (!n || *n == 0 || *n > (1ULL << 31)) {
+          error(tw, path + ".bytes: expected a size from 1 byte to 2GiB like \"1MiB\", got " +
+                        b->show());
+        } else {
+          ts.bytes = *n;
+        }
+      }
+      ts.dtype = str(t.get("dtype"), tw, path + ".dtype").value_or("float32");
+      static const std::set<std::string> dtypes = {"float32", "float64", "int32",  "int64",
+                                                   "float16", "bfloat16", "uint8"};
+      if (!dtypes.count(ts.dtype)) error(tw, path + ".dtype: unknown dtype \"" + ts.dtype + "\"");
+      ts.rate = num(t.get("rate"), tw, path + ".rate").value_or(0);
+      if (ts.rate < 0) error(tw, path + ".rate: must be >= 0 (0: as fast as possible)");
+      ts.root = static_cast<int>(num(t.get("root"), tw, path + ".root").value_or(0));
+      if (ts.pattern == "pipeline") {
+        for (const auto& wn : ts.worlds) {
+          auto it = s.worlds.find(wn);
+          if (it != s.worlds.end() && it->second.size != 2) {
+            error(tw, path + ": pipeline world '" + wn + "' must have 2 members (stage i as rank 0, "
+                             "stage i+1 as rank 1)");
+          }
+        }
+      }
+      s.traffic.push_back(ts);
+    }
+  }
+
+  void timeline(const LV* v, const std::string& w, Scenario& s) {
+    if (v == nullptr) return;
+    if (v->t != LV::T::kTable || !v->fields.empty()) {
+      error(w, "timeline: expected a list like { at(\"2s\", kill(\"b\")) }");
+      return;
+    }
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      const LV& a = v->items[i];
+      const std::string path = "timeline[" + std::to_string(i + 1) + "]";
+      const std::string aw = a.whereTag(w);
+      if (a.t != LV::T::kTable || a.kindTag() != "at") {
+        error(aw, path + ": expected at(time, action)");
+        continue;
+      }
+      auto t = duration(a.get("time"), aw, path + " time");
+      const LV* act = a.get("action");
+      if (act == nullptr || act->t != LV::T::kTable || act->kindTag().empty() ||
+          act->kindTag() == "at") {
+        error(aw, path + ": at(time, action) needs an action such as kill(\"b\")");
+        continue;
+      }
+      ActionSpec as;
+      as.at = t.value_or(Ms(0));
+      as.kind = act->kindTag();
+      as.where = act->whereTag(aw);
+      if (t && *t > s.duration) {
+        error(aw, path + ": at " + std::to_string(t->count()) +
+                      " ms is past the end of the scenario (duration " +
+                      std::to_string(s.duration.count()) + " ms)");
+      }
+      as.role = str(act->get("role"), aw, path + " role").value_or("");
+      if (!s.roles.count(as.role)) {
+        error(aw, path + ": " + as.kind + ": no role '" + as.role + "' in roles");
+      }
+      if (as.kind == "kill") {
+        auto sig = str(act->get("signal"), aw, path + " signal").value_or("SIGKILL");
+        as.signal_name = sig.rfind("SIG", 0) == 0 ? sig : "SIG" + sig;
+        bool found = false;
+        for (const auto& k : kSignals) {
+          if (as.signal_name == k.name) as.signal = k.number, found = true;
+        }
+        if (!found) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
+      } else if (as.kind == "failpoint" || as.kind == "clear_failpoint") {
+        as.point = str(act->get("point"), aw, path + " point").value_or("");
+        if (as.point.empty()) error(aw, path + ": " + as.kind + " needs a point name");
+        if (as.kind == "failpoint") failMode(act->get("mode"), aw, path, s, as);
+        expandBackend(s, as);
+      } else if (as.kind == "remove_world" || as.kind == "add_world") {
+        as.world = str(act->get("world"), aw, path + " world").value_or("");
+        auto r = s.roles.find(as.role);
+        if (r != s.roles.end() && !r->second.ranks.count(as.world)) {
+          error(aw, path + ": " + as.kind + ": role '" + as.role + "' is not a member of world '" +
+                        as.world + "'");
+        }
+      } else if (as.kind != "pause" && as.kind != "resume" && as.kind != "restart") {
+        error(aw, path + ": unknown action " + as.kind);
+      }
+      s.timeline.push_back(as);
+    }
+    std::stable_sort(s.timeline.begin(), s.timeline.end(),
+                     [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
+  }
+
+  // "{backend}" in a point name becomes the backend of the world the point names (or of the
+  // role's first world); an NCCL error asked of a Gloo world becomes its Gloo equivalent.
+  void expandBackend(const Scenario& s, ActionSpec& as) {
+    std::string world = as.point.substr(as.point.rfind('/') + 1);
+    auto it = s.worlds.find(world);
+    if (it == s.worlds.end()) {
+      auto r = s.roles.find(as.role);
+      if (r != s.roles.end() && !r->second.ranks.empty()) it = s.worlds.find(r->second.ranks.begin()->first);
+    }
+    const std::string backend = it != s.worlds.end() ? it->second.backend : "gloo";
+    for (size_t p; (p = as.point.find("{backend}")) != std::string::npos;) {
+      as.point.replace(p, 9, backend);
+    }
+    // A point written for NCCL (mw/nccl/...) on a world that runs on Gloo.
+    if (backend == "gloo" && as.point.rfind("mw/nccl/", 0) == 0) {
+      as.point = "mw/gloo/" + as.point.substr(8);
+      if (!as.mode.nccl.empty()) {
+        for (const auto& n : kNcclResults) {
+          if (as.mode.nccl == n.name) as.mode.failnum = n.gloo_errno;
+        }
+        as.mode.failinfo = 0;
+      }
+    }
+  }
+
+  void failMode(const LV* m, const std::string& aw, const std::string& path, const Scenario& s,
+                ActionSpec& as) {
+    (void)s;
+    if (m == nullptr) return;
+    if (m->t != LV::T::kTable) {
+      error(aw, path + ": failpoint mode: expected a table like { errno = \"ECONNRESET\" }");
+      return;
+    }
+    onlyFields(*m, aw, path + " mode", {"errno", "nccl", "failnum", "async", "probability", "once"});
+    FailMode& f = as.mode;
+    if (auto e = str(m->get("errno"), aw, path + " mode.errno")) {
+      f.errno_name = *e;
+      for (const auto& k : kErrnos) {
+        if (*e == k.name) f.failnum = k.number;
+      }
+      if (f.failnum == 0) error(aw, path + ": failpoint mode.errno: unknown errno \"" + *e + "\"");
+    }
+    if (auto n = str(m->get("nccl"), aw, path + " mode.nccl")) {
+      f.nccl = *n;
+      for (const auto& k : kNcclResults) {
+        if (*n == k.name) f.failnum = k.number;
+      }
+      if (f.failnum == 0) error(aw, path + ": failpoint mode.nccl: unknown NCCL result \"" + *n + "\"");
+    }
+    if (auto n = num(m->get("failnum"), aw, path + " mode.failnum")) f.failnum = static_cast<int>(*n);
+    if (f.failnum == 0) f.failnum = EIO;
+    f.failinfo = boolean(m->get("async"), aw, path + " mode.async").value_or(false) ? 1 : 0;
+    f.probability = num(m->get("probability"), aw, path + " mode.probability").value_or(1.0);
+    if (!(f.probability > 0 && f.probability <= 1)) {
+      error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
+    }
+    f.once = boolean(m->get("once"), aw, path + " mode.once").value_or(false);
+  }
+
+  void expect(const LV* v, const std::string& w, Scenario& s) {
+    ExpectSpec& e = s.expect;
+    e.where = w;
+    if (v == nullptr) return;
+    if (v->t != LV::T::kTable) {
+      error(w, "expect: expected a table");
+      return;
+    }
+    onlyFields(*v, w, "expect", {"broken", "detected_within", "throughput", "replacement_within",
+                                 "no_hang", "no_orphans", "check"});
+    if (const LV* b = v->get("broken")) {
+      e.has_broken = true;
+      for (const auto& name : strList(b, w, "expect.broken")) {
+        if (!s.worlds.count(name)) error(w, "expect.broken: no world '" + name + "' in worlds");
+        e.broken.insert(name);
+      }
+    }
+    if (const LV* d = v->get("detected_within")) {
+      if (d->t == LV::T::kTable) {
+        for (const auto& [world, dv] : d->fields) {
+          auto ms = duration(&dv, w, "expect.detected_within." + world);
+          if (!ms) continue;
+          if (world == "default") {
+            e.detected_within = ms;
+          } else if (!s.worlds.count(world)) {
+            error(w, "expect.detected_within." + world + ": no world '" + world + "' in worlds");
+          } else {
+            e.detected_within_world[world] = *ms;
+          }
+        }
+      } else {
+        e.detected_within = duration(d, w, "expect.detected_within");
+      }
+    }
+    if (const LV* t = v->get("throughput")) {
+      std::vector<const LV*> items;
+      if (t->t == LV::T::kTable && t->kindTag() == "throughput_kept") {
+        items.push_back(t);
+      } else if (t->t == LV::T::kTable && t->fields.empty()) {
+        for (const auto& it : t->items) items.push_back(&it);
+      } else {
+        error(w, "expect.throughput: expected { throughput_kept { world = \"w1\", ratio = 0.9 } }");
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        const LV& it = *items[i];
+        const std::string p = "expect.throughput[" + std::to_string(i + 1) + "]";
+        const std::string tw = it.whereTag(w);
+        if (it.t != LV::T::kTable) {
+          error(tw, p + ": expected throughput_kept { world = ..., ratio = ... }");
+          continue;
+        }
+        onlyFields(it, tw, p, {"world", "ratio", "window"});
+        ThroughputSpec ts;
+        ts.where = tw;
+        ts.world = str(it.get("world"), tw, p + ".world").value_or("");
+        if (!s.worlds.count(ts.world)) error(tw, p + ".world: no world '" + ts.world + "' in worlds");
+        ts.ratio = num(it.get("ratio"), tw, p + ".ratio").value_or(0.9);
+        if (!(ts.ratio > 0 && ts.ratio <= 10)) error(tw, p + ".ratio: must be in (0, 10]");
+        ts.window = str(it.get("window"), tw, p + ".window").value_or("after");
+        if (ts.window != "after" && ts.window != "during") {
+          error(tw, p + ".window: expected \"after\" (first fault to the end) or \"during\" "
+                        "(first fault to the last)");
+        }
+        bool has_traffic = std::any_of(s.traffic.begin(), s.traffic.end(), [&](const TrafficSpec& t) {
+          return std::find(t.worlds.begin(), t.worlds.end(), ts.world) != t.worlds.end();
+        });
+        if (s.worlds.count(ts.world) && !has_traffic) {
+          error(tw, p + ": world '" + ts.world + "' carries no traffic to measure");
+        }
+        e.throughput.push_back(ts);
+      }
+      if (s.timeline.empty() && !e.throughput.empty()) {
+        error(w, "expect.throughput: compares before and after the first fault, but the timeline "
+                 "has none");
+      }
+    }
+    e.replacement_within = duration(v->get("replacement_within"), w, "expect.replacement_within");
+    e.no_hang = boolean(v->get("no_hang"), w, "expect.no_hang").value_or(true);
+    e.no_orphans = boolean(v->get("no_orphans"), w, "expect.no_orphans").value_or(true);
+    if (const LV* c = v->get("check")) {
+      if (c->t != LV::T::kFunc) {
+        error(w, "expect.check: expected a function(run) returning ok, message");
+      } else {
+        e.has_check = true;
+        check_ref = c->func_ref;
+      }
+    }
+  }
+
+  std::vector<std::string> errors;
+  int check_ref = LUA_NOREF;
+
+ private:
+  std::string file_;
+  const LoadOptions& opts_;
+};
+
+// Pushes a JSON value as a Lua value.
+void pushJson(lua_State* L, const nlohmann::json& j) {
+  if (j.is_null()) {
+    lua_pushnil(L);
+  } else if (j.is_boolean()) {
+    lua_pushboolean(L, j.get<bool>());
+  } else if (j.is_number_integer()) {
+    lua_pushinteger(L, j.get<long long>());
+  } else if (j.is_number()) {
+    lua_pushnumber(L, j.get<double>());
+  } else if (j.is_string()) {
+    lua_pushstring(L, j.get<std::string>().c_str());
+  } else if (j.is_array()) {
+    lua_createtable(L, static_cast<int>(j.size()), 0);
+    for (size_t i = 0; i < j.size(); ++i) {
+      pushJson(L, j[i]);
+      lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    }
+  } else {
+    lua_createtable(L, 0, static_cast<int>(j.size()));
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      pushJson(L, it.value());
+      lua_setfield(L, -2, it.key().c_str());
+    }
+  }
+}
+
+}  // namespace
+
+struct LoadedScenario::Lua {
+  lua_State* L = nullptr;
+  int check_ref = LUA_NOREF;
+  ~Lua() {
+    if (L != nullptr) lua_close(L);
+  }
+};
+
+LoadedScenario::LoadedScenario() = default;
+LoadedScenario::~LoadedScenario() = default;
+LoadedScenario::LoadedScenario(LoadedScenario&&) noexcept = default;
+LoadedScenario& LoadedScenario::operator=(LoadedScenario&&) noexcept = default;
+
+std::pair<bool, std::string> LoadedScenario::callCheck(const std::string& run_json) const {
+  lua_State* L = lua->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->check_ref);
+  try {
+    pushJson(L, nlohmann::json::parse(run_json));
+  } catch (const std::exception& e) {
+    lua_pop(L, 1);
+    return {false, std::string("internal: run data: ") + e.what()};
+  }
+  if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
+    std::string err = lua_tostring(L, -1) ? lua_tostring(L, -1) : "error";
+    lua_pop(L, 1);
+    return {false, "expect.check failed: " + err};
+  }
+  bool ok = lua_toboolean(L, -2) != 0;
+  std::string msg = lua_isstring(L, -1) ? lua_tostring(L, -1) : (ok ? "held" : "did not hold");
+  lua_pop(L, 2);
+  return {ok, msg};
+}
+
+LoadResult loadScenario(const std::string& path, const LoadOptions& options) {
+  LoadResult out;
+  auto lua = std::make_unique<LoadedScenario::Lua>();
+  lua->L = luaL_newstate();
+  lua_State* L = lua->L;
+  if (L == nullptr) {
+    out.errors.push_back(path + ": cannot create a Lua state (out of memory)");
+    return out;
+  }
+  luaL_requiref(L, "_G", luaopen_base, 1);
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+  luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1);
+  lua_settop(L, 0);
+  if (luaL_dostring(L, kPrelude) != LUA_OK) {
+    out.errors.push_back(std::string("internal: scenario prelude: ") + lua_tostring(L, -1));
+    return out;
+  }
+  // Scripts that draw random numbers draw the same ones for the same seed.
+  lua_getglobal(L, "math");
+  lua_getfield(L, -1, "randomseed");
+  lua_pushinteger(L, static_cast<lua_Integer>(options.seed.value_or(0x5eed)));
+  lua_call(L, 1, 0);
+  lua_settop(L, 0);
+  if (luaL_loadfilex(L, path.c_str(), "t") != LUA_OK) {
+    std::string err = lua_tostring(L, -1);
+    if (err.rfind("cannot open", 0) == 0) err = path + ": " + err;
+    out.errors.push_back(err);
+    return out;
+  }
+  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    out.errors.push_back(lua_tostring(L, -1) ? lua_tostring(L, -1) : path + ": error");
+    return out;
+  }
+  lua_getglobal(L, "__mw_scenarios");
+  lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, -1));
+  if (n != 1) {
+    out.errors.push_back(path + ":1: a scenario file calls scenario { ... } exactly once (found " +
+                         std::to_string(n) + ")");
+    return out;
+  }
+  lua_rawgeti(L, -1, 1);
+  std::string conv_err;
+  LV root = convert(L, -1, 0, &conv_err);
+  lua_settop(L, 0);
+  Validator v(path, options);
+  if (!conv_err.empty()) v.error(root.whereTag(path + ":1"), conv_err);
+  Scenario s = v.scenario(root);
+  if (!v.errors.empty()) {
+    out.errors = v.errors;
+    return out;
+  }
+  LoadedScenario loaded;
+  lua->check_ref = v.check_ref;
+  loaded.scenario = std::move(s);
+  loaded.lua = std::move(lua);
+  out.loaded = std::move(loaded);
+  return out;
+}
+
+std::optional<Ms> parseDuration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (v < 0 || !std::isfinite(v)) return std::nullopt;
+  std::string unit = text.substr(pos);
+  double ms = 0;
+  if (unit == "ms") {
+    ms = v;
+  } else if (unit == "s" || unit.empty()) {
+    ms = v * 1000;
+  } else if (unit == "m" || unit == "min") {
+    ms = v * 60000;
+  } else if (unit == "us") {
+    ms = v / 1000;
+  } else if (unit == "h") {
+    ms = v * 3600000;
+  } else {
+    return std::nullopt;
+  }
+  return Ms(static_cast<long long>(std::llround(ms)));
+}
+
+std::optional<uint64_t> parseBytes(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (v < 0 || !std::isfinite(v)) return std::nullopt;
+  std::string unit = text.substr(pos);
+  static const std::map<std::string, double> units = {
+      {"", 1},          {"B", 1},          {"KiB", 1024.0}, {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"KB", 1e3}, {"MB", 1e6},     {"GB", 1e9}, {"kB", 1e3}};
+  auto it = units.find(unit);
+  if (it == units.end()) return std::nullopt;
+  return static_cast<uint64_t>(v * it->second);
+}
+
+std::string ActionSpec::describe() const {
+  if (kind == "kill") return "kill " + role + " " + signal_name;
+  if (kind == "failpoint") {
+    std::string m = "failpoint " + point + " in " + role + " failnum=" + std::to_string(mode.failnum);
+    if (!mode.nccl.empty()) m += " (" + mode.nccl + ")";
+    if (!mode.errno_name.empty()) m += " (" + mode.errno_name + ")";
+    if (mode.failinfo) m += " async";
+    if (mode.probability < 1) m += " p=" + std::to_string(mode.probability).substr(0, 5);
+    if (mode.once) m += " once";
+    return m;
+  }
+  if (kind == "clear_failpoint") return "clear failpoint " + point + " in " + role;
+  if (kind == "remove_world" || kind == "add_world") return kind + " " + world + " in " + role;
+  return kind + " " + role;
+}
+
+std::vector<std::string> Scenario::worldsOf(const std::string& role) const {
+  std::vector<std::string> out;
+  auto it = roles.find(role);
+  if (it == roles.end()) return out;
+  for (const auto& [w, r] : it->second.ranks) out.push_back(w);
+  return out;
+}
+
+std::vector<std::string> Scenario::membersOf(const std::string& world) const {
+  std::map<int, std::string> byRank;
+  for (const auto& [name, r] : roles) {
+    auto it = r.ranks.find(world);
+    if (it != r.ranks.end()) byRank[it->second] = name;
+  }
+  std::vector<std::string> out;
+  for (auto& [rank, name] : byRank) out.push_back(name);
+  return out;
+}
+
+std::string describeApi() {
+  return R"(Scenario API (docs/scenarios.md has the whole reference)
+
+scenario { name, description, duration, warmup, seed, worlds, roles, traffic, timeline, expect }
+
+worlds   name = { backend = "gloo"|"nccl", heartbeat = "1s", op_timeout = "10s",
+                  rejoin = false, start = true, size = n }
+roles    name = { worlds = { world = rank, ... }, device = "auto"|"cpu"|"gpu"|"cuda:N" }
+
+traffic patterns
+  gather_to_leader { worlds = {...}, bytes = "1MiB", dtype = "float32", rate = 0 }
+                     rank 0 of each world receives from every other member (the MultiWorld demo)
+  ring_allreduce   { world = "w", bytes, dtype, rate }    every member all-reduces
+  broadcast        { world = "w", root = 0, bytes, dtype, rate }
+  pipeline         { worlds = { "s1", "s2", ... }, bytes, dtype, rate }
+                     each 2-member world is a link of a chain: rank 0 sends to rank 1
+
+faults (timeline = { at("2s", <fault>), ... })
+  kill(role [, "SIGKILL"|"SIGTERM"|"SIGSEGV"|...])   send a signal to the role's process
+  pause(role)   resume(role)                          SIGSTOP / SIGCONT
+  restart(role)                                       kill it and start it again; it rejoins
+  failpoint(role, point, { errno = "ECONNRESET" | nccl = "ncclRemoteError" | failnum = n,
+                           async = false, probability = 1.0, once = false })
+  clear_failpoint(role, point)
+  remove_world(role, world)   add_world(role, world)
+  failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
+              mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
+
+expectations (expect = { ... })
+  broken = { "w2" }                 exactly these worlds break, no other
+  detected_within = "100ms"         or { w2 = "700ms", default = "100ms" }
+  throughput = { throughput_kept { world = "w1", ratio = 0.9, window = "after"|"during" } }
+  replacement_within = "3s"         a restarted member's world is healthy again within
+  no_hang = true, no_orphans = true
+  check = function(run) return ok, message end        a Lua hook over the run's data
+)";
+}
+
+}  // namespace mw::harness

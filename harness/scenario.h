@@ -1,0 +1,147 @@
+// The scenario model: what a scenario file (scenarios/*.lua, docs/scenarios.md) asks for, after
+// validation. Every element keeps `where`, the "file:line" it was written at, for messages.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mw::harness {
+
+using Ms = std::chrono::milliseconds;
+
+struct WorldSpec {
+  std::string name;
+  std::string backend = "gloo";  // gloo | nccl
+  int size = 0;                  // derived from the roles' ranks
+  Ms heartbeat{1000};
+  Ms op_timeout{10000};
+  bool rejoin = false;  // members re-create the world after it breaks (replacement members)
+  bool start = true;    // joined at start; false: only by an add_world action
+  std::string where;
+};
+
+struct RoleSpec {
+  std::string name;
+  std::map<std::string, int> ranks;  // world -> this role's rank there
+  std::string device = "auto";       // auto | cpu | gpu | cuda:N
+  std::string where;
+};
+
+struct TrafficSpec {
+  std::string pattern;  // gather_to_leader | ring_allreduce | broadcast | pipeline
+  std::vector<std::string> worlds;
+  uint64_t bytes = 1 << 20;
+  std::string dtype = "float32";
+  double rate = 0;  // operations per second per member; 0: as fast as possible
+  int root = 0;
+  std::string where;
+};
+
+struct FailMode {
+  int failnum = 0;
+  uintptr_t failinfo = 0;
+  double probability = 1.0;
+  bool once = false;
+  std::string nccl;        // the NCCL result asked for, when any ("ncclRemoteError")
+  std::string errno_name;  // the errno asked for, when any ("ECONNRESET")
+};
+
+struct ActionSpec {
+  Ms at{0};
+  std::string kind;  // kill pause resume restart failpoint clear_failpoint remove_world add_world
+  std::string role;
+  int signal = 9;
+  std::string signal_name = "SIGKILL";
+  std::string point;  // failpoint name (after {backend} expansion)
+  FailMode mode;
+  std::string world;  // remove_world / add_world
+  std::string where;
+  // One line for people: "kill leader SIGKILL".
+  std::string describe() const;
+};
+
+struct ThroughputSpec {
+  std::string world;
+  double ratio = 0.9;
+  std::string window = "after";  // after: from the first fault to the end
+  std::string where;
+};
+
+struct ExpectSpec {
+  bool has_broken = false;
+  std::set<std::string> broken;  // exactly these worlds break
+  std::optional<Ms> detected_within;
+  std::map<std::string, Ms> detected_within_world;
+  std::vector<ThroughputSpec> throughput;
+  std::optional<Ms> replacement_within;
+  bool no_hang = true;
+  bool no_orphans = true;
+  bool has_check = false;  // a Lua check(run) hook
+  std::string where;
+};
+
+struct Scenario {
+  std::string file;
+  std::string name;
+  std::string description;
+  Ms duration{5000};
+  Ms warmup{1000};
+  uint64_t seed = 1;
+  std::map<std::string, WorldSpec> worlds;
+  std::map<std::string, RoleSpec> roles;
+  std::vector<TrafficSpec> traffic;
+  std::vector<ActionSpec> timeline;  // sorted by time
+  ExpectSpec expect;
+  std::string where;
+
+  // The worlds a fault on `role` touches (every world the role is a member of).
+  std::vector<std::string> worldsOf(const std::string& role) const;
+  // The roles that are members of `world`, by rank.
+  std::vector<std::string> membersOf(const std::string& world) const;
+};
+
+// Overrides from the command line.
+struct LoadOptions {
+  std::optional<uint64_t> seed;
+  std::optional<std::string> backend;  // every world on this backend
+};
+
+// A loaded scenario, with its Lua state kept for hooks.
+class LoadedScenario {
+ public:
+  LoadedScenario();
+  ~LoadedScenario();
+  LoadedScenario(LoadedScenario&&) noexcept;
+  LoadedScenario& operator=(LoadedScenario&&) noexcept;
+
+  Scenario scenario;
+  // Calls expect.check(run) with `run_json` (the report's run section, as a Lua table). Returns
+  // {ok, message}; ok=false with the Lua error when the hook fails. REQUIRES: scenario.expect.has_check.
+  std::pair<bool, std::string> callCheck(const std::string& run_json) const;
+
+  struct Lua;
+  std::unique_ptr<Lua> lua;
+};
+
+// Loads and validates `path`. On failure returns the errors, each "file:line: message".
+struct LoadResult {
+  std::optional<LoadedScenario> loaded;
+  std::vector<std::string> errors;
+};
+LoadResult loadScenario(const std::string& path, const LoadOptions& options);
+
+// Parses "500ms", "1.5s", "2m", "250us" or a number of seconds. nullopt when malformed.
+std::optional<Ms> parseDuration(const std::string& text);
+// Parses "1MiB", "256KiB", "4KB", "1GiB" or a number of bytes. nullopt when malformed.
+std::optional<uint64_t> parseBytes(const std::string& text);
+
+// Every fault, traffic pattern and expectation of the scenario API, for `mwchaos list`.
+std::string describeApi();
+
+}  // namespace mw::harness

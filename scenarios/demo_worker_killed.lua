@@ -1,0 +1,29 @@
+-- The MultiWorld demo: a leader in worlds w1 and w2 receives tensors from one worker in each.
+-- Worker b is SIGKILLed halfway: w2 must break at the leader within 100 ms, w1 must not break and
+-- must keep its throughput.
+scenario {
+  name = "demo: a worker is killed, only its world breaks",
+  description = "Leader in w1 and w2 receives 1 MiB tensors from a and b; b is SIGKILLed at 2.5 s.",
+  duration = "5s",
+  warmup = "1s",
+  worlds = {
+    w1 = { backend = "gloo", heartbeat = "500ms" },
+    w2 = { backend = "gloo", heartbeat = "500ms" },
+  },
+  roles = {
+    leader = { worlds = { w1 = 0, w2 = 0 } },
+    a = { worlds = { w1 = 1 } },
+    b = { worlds = { w2 = 1 } },
+  },
+  traffic = {
+    gather_to_leader { worlds = { "w1", "w2" }, bytes = "1MiB" },
+  },
+  timeline = {
+    at("2.5s", kill("b", "SIGKILL")),
+  },
+  expect = {
+    broken = { "w2" },
+    detected_within = "100ms",
+    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+  },
+}
