@@ -64,6 +64,13 @@ Result<FifoControl> FifoControl::open(const std::string& in_path, Deadline deadl
   if (c.out_ < 0) {
     return Status(Code::kIoError, "opening failpoint fifo " + out_path + ": " + err(errno));
   }
+  // libfiu's thread opens ".out" only after ".in": removing the name before it did would make its
+  // open fail and end the thread. A reply to a harmless command proves it has both open (it
+  // answers -1: that point was never enabled).
+  Status hello = c.command("disable name=mw/harness/handshake", deadline);
+  if (!hello.ok() && hello.code() != Code::kRemoteError) {
+    return Status(hello.code(), "failpoint fifo " + in_path + ": " + hello.message());
+  }
   // Both ends are open: the names are no longer needed by anyone.
   ::unlink(in_path.c_str());
   ::unlink(out_path.c_str());

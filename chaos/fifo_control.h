@@ -24,7 +24,8 @@ class FifoControl {
   FifoControl& operator=(const FifoControl&) = delete;
 
   // Opens the fifos whose ".in" path is `in_path` (the ".out" path is derived), retrying until
-  // libfiu's thread listens or `deadline` passes, and unlinks both. kIoError / kTimeout.
+  // libfiu's thread listens or `deadline` passes, exchanges one harmless command to be sure it has
+  // both ends open, and unlinks both. kIoError / kTimeout.
   static Result<FifoControl> open(const std::string& in_path, Deadline deadline);
 
   // Sends one command line (no newline) and waits for the reply until `deadline`. OK when libfiu
