@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -213,8 +214,42 @@ class Validator {
  public:
   Validator(std::string file, const LoadOptions& opts) : file_(std::move(file)), opts_(opts) {}
 
+  // Records "where: msg". Lua tables keep no line numbers, so for a field of a table, `where` (the
+  // line its constructor was called at) is refined to the first line from there on that names the
+  // field: "worlds.w1.heartbeet: ..." points at the line holding "heartbeet =".
   void error(const std::string& where, const std::string& msg) {
-    errors.push_back(where + ": " + msg);
+    errors.push_back(refine(where, msg) + ": " + msg);
+  }
+
+  std::string refine(const std::string& where, const std::string& msg) {
+    size_t colon = where.rfind(':');
+    if (colon == std::string::npos) return where;
+    const std::string file = where.substr(0, colon);
+    int line = std::atoi(where.c_str() + colon + 1);
+    std::string path = msg.substr(0, msg.find(": "));
+    path = path.substr(0, path.find(' '));
+    size_t dot = path.rfind('.');
+    std::string field = dot == std::string::npos ? path : path.substr(dot + 1);
+    field = field.substr(0, field.find('['));
+    if (field.empty() || line <= 0 || !std::isalpha(static_cast<unsigned char>(field[0]))) {
+      return where;
+    }
+    if (lines_.empty()) {
+      std::ifstream in(file);
+      for (std::string l; std::getline(in, l);) lines_.push_back(l);
+    }
+    for (size_t i = static_cast<size_t>(line - 1); i < lines_.size(); ++i) {
+      const std::string& l = lines_[i];
+      for (size_t p = l.find(field); p != std::string::npos; p = l.find(field, p + 1)) {
+        auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+        bool starts = p == 0 || !word(l[p - 1]);
+        size_t q = p + field.size();
+        while (q < l.size() && (l[q] == ' ' || l[q] == '\t')) ++q;
+        bool assigned = q < l.size() && l[q] == '=' && (q + 1 >= l.size() || l[q + 1] != '=');
+        if (starts && assigned) return file + ":" + std::to_string(i + 1);
+      }
+    }
+    return where;
   }
 
   // Reports every field of `t` not in `allowed` (tags excepted).
@@ -703,6 +738,7 @@ class Validator {
  private:
   std::string file_;
   const LoadOptions& opts_;
+  std::vector<std::string> lines_;  // the file, read on the first error
 };
 
 // Pushes a JSON value as a Lua value.

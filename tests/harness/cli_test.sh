@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# mwchaos's command line: usage errors, invalid scenarios (exit 2 with file:line), a wrong
+# expectation (exit 1 and a JUnit failure naming the world and the numbers), a failing Lua hook,
+# re-rendering a saved report, and a GPU scenario on a machine without a GPU (exit 3).
+# Usage: cli_test.sh <mwchaos> <source dir> <scratch dir>
+set -uo pipefail
+mwchaos=$1
+src=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect_rc <code> <description> <command...>: runs it, keeps stdout+stderr in $out.
+expect_rc() {
+  local want=$1 what=$2
+  shift 2
+  out=$("$@" 2>&1)
+  local rc=$?
+  if [ "$rc" != "$want" ]; then
+    fail "$what: exit $rc, expected $want; output:"
+    echo "$out" | head -20
+  fi
+}
+
+expect_out() {
+  local what=$1 pattern=$2
+  if ! grep -qE -- "$pattern" <<<"$out"; then
+    fail "$what: output lacks /$pattern/; output:"
+    echo "$out" | head -20
+  fi
+}
+
+# Usage.
+expect_rc 0 "--help" "$mwchaos" --help
+expect_out "--help" "exit codes"
+expect_out "--help" "--backend B"
+expect_rc 2 "no command" "$mwchaos"
+expect_out "no command" "no command given"
+expect_rc 2 "unknown option" "$mwchaos" run --frobnicate x.lua
+expect_out "unknown option" "unknown option '--frobnicate'"
+expect_rc 2 "unknown command" "$mwchaos" explode
+expect_rc 2 "bad seed" "$mwchaos" run --seed -3 "$src/scenarios"
+expect_out "bad seed" "--seed: '-3' is not a whole number"
+expect_rc 2 "bad backend" "$mwchaos" run --backend mpi "$src/scenarios"
+expect_rc 2 "bad format" "$mwchaos" run --format pdf "$src/scenarios"
+expect_rc 2 "missing file" "$mwchaos" validate /nonexistent.lua
+expect_out "missing file" "no such file or folder: /nonexistent.lua"
+expect_rc 0 "list" "$mwchaos" list
+expect_out "list" "pause\(role\)"
+expect_out "list" "gather_to_leader"
+
+# Every scenario of the library is valid.
+expect_rc 0 "validate the library" "$mwchaos" validate "$src/scenarios"
+
+# Invalid scenarios: exit 2, "file:line: what".
+inv=$src/tests/harness/invalid
+check_invalid() {
+  local file=$1 line=$2 pattern=$3
+  expect_rc 2 "invalid $file" "$mwchaos" validate "$inv/$file"
+  expect_out "invalid $file" "$inv/$file:$line: .*$pattern"
+  # run refuses it the same way, before starting anything
+  expect_rc 2 "run invalid $file" "$mwchaos" run -q -o "$work/never" "$inv/$file"
+}
+check_invalid syntax_error.lua 5 "'}' expected"
+check_invalid unknown_field.lua 3 "worlds.w1.heartbeet: unknown field"
+check_invalid no_members.lua 3 "worlds.w2: world has no members"
+check_invalid rank_collision.lua 3 "rank 1 is taken by more than one role \(b and c\)"
+check_invalid past_end.lua 8 "past the end of the scenario"
+check_invalid bad_duration.lua 3 "heartbeat: expected a duration"
+check_invalid unknown_role.lua 6 "no role 'nobody'"
+check_invalid lua_error.lua 2 "attempt to perform arithmetic"
+check_invalid no_scenario.lua 1 "exactly once \(found 0\)"
+check_invalid bad_signal.lua 5 "unknown signal \"SIGWHATEVER\""
+[ -e "$work/never" ] && fail "an invalid scenario wrote reports"
+
+# A wrong expectation: exit 1, a JUnit failure that names the world and what happened.
+fx=$src/tests/harness/fixtures
+expect_rc 1 "wrong expectation" "$mwchaos" run -q -o "$work/wrong" "$fx/wrong_expectation.lua"
+expect_out "wrong expectation" "FAIL +a wrong expectation fails"
+junit=$work/wrong/wrong_expectation/junit.xml
+if ! grep -q '<failure message="world w1 was expected to break but no member reported it broken"' "$junit"; then
+  fail "wrong expectation: junit has no failure for w1"; cat "$junit"
+fi
+if ! grep -q '<failure message="world w2 broke at [0-9.]* s (peer_died' "$junit"; then
+  fail "wrong expectation: junit has no failure with w2's numbers"; cat "$junit"
+fi
+grep -q 'failures="2"' "$work/wrong/junit.xml" || fail "combined junit.xml does not count 2 failures"
+[ -s "$work/wrong/wrong_expectation/report.html" ] || fail "no HTML report"
+grep -q '<svg' "$work/wrong/wrong_expectation/report.html" || fail "HTML report has no SVG timeline"
+
+# The saved report is re-evaluated and re-rendered with the same verdict.
+rm "$work/wrong/wrong_expectation/report.html"
+expect_rc 1 "report re-render" "$mwchaos" report "$work/wrong/wrong_expectation/report.json"
+[ -s "$work/wrong/wrong_expectation/report.html" ] || fail "report did not write the HTML again"
+echo '{"not": "a report"}' >"$work/garbage.json"
+expect_rc 2 "report of garbage" "$mwchaos" report "$work/garbage.json"
+expect_out "report of garbage" "not a multiworld chaos report"
+
+# A Lua check hook that fails: exit 1 with its message.
+expect_rc 1 "failing hook" "$mwchaos" run -q --format json -o "$work/hook" "$fx/failing_check.lua"
+expect_out "failing hook" "expect.check hook: w1 broken = false"
+
+# --seed lands in the report.
+expect_rc 0 "seed override" "$mwchaos" run -q --seed 4242 --format json -o "$work/seed" "$src/scenarios/leader_killed.lua"
+grep -q '"seed": 4242' "$work/seed/leader_killed/report.json" || fail "--seed not in the report"
+
+# A GPU scenario where there is no GPU: exit 3 naming what is missing (skipped in JUnit).
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect_rc 3 "nccl without a GPU" "$mwchaos" run -q -o "$work/gpu" "$src/scenarios/nccl_remote_error.lua"
+  expect_out "nccl without a GPU" "needs a GPU .* --backend gloo"
+  grep -q '<skipped' "$work/gpu/junit.xml" || fail "no GPU: junit has no skipped testcase"
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all mwchaos command-line checks passed"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Stopping the harness mid-run leaves nothing behind: no worker process, no failpoint fifo, no
+# temporary directory. SIGINT and SIGTERM stop it cleanly (exit 130, a report saying
+# "interrupted"); SIGKILL gives it no chance, and the workers still die (parent-death signal) and
+# no file remains (fifos and their directory are removed as soon as both ends are open).
+# Usage: interrupt_test.sh <mwchaos> <source dir> <scratch dir>
+set -uo pipefail
+mwchaos=$1
+src=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+workers() { pgrep -x mw_worker | sort; }
+tmpfiles() { find /tmp -maxdepth 2 \( -name 'mwchaos-*' -o -name 'fiu-*.in' -o -name 'fiu-*.out' \) 2>/dev/null | sort; }
+
+before_workers=$(workers)
+before_files=$(tmpfiles)
+
+for sig in KILL INT TERM; do
+  "$mwchaos" run -q -o "$work/$sig" "$src/tests/harness/fixtures/long_running.lua" >"$work/$sig.log" 2>&1 &
+  pid=$!
+  # Wait until both workers run and the run has started (its first metrics flow after joining).
+  for _ in $(seq 1 100); do
+    [ "$(comm -13 <(echo "$before_workers") <(workers) | grep -c .)" -ge 2 ] && break
+    sleep 0.1
+  done
+  sleep 1.5
+  started=$(comm -13 <(echo "$before_workers") <(workers) | grep -c .)
+  [ "$started" -ge 2 ] || fail "SIG$sig: the workers did not start ($started running)"
+  kill -"$sig" "$pid"
+  rc=0
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "SIG$sig: the harness is still running 10 s later"
+    kill -9 "$pid"
+  fi
+  wait "$pid"
+  rc=$?
+  case $sig in
+    KILL) [ "$rc" = 137 ] || fail "SIGKILL: exit $rc" ;;
+    *)
+      [ "$rc" = 130 ] || { fail "SIG$sig: exit $rc, expected 130"; cat "$work/$sig.log"; }
+      grep -q '"outcome": "interrupted"' "$work/$sig/long_running/report.json" 2>/dev/null ||
+        fail "SIG$sig: no report saying interrupted"
+      ;;
+  esac
+  # Workers die with the harness: give the kernel a moment to deliver the parent-death signal.
+  for _ in $(seq 1 50); do
+    [ "$(workers)" = "$before_workers" ] && break
+    sleep 0.1
+  done
+  left=$(comm -13 <(echo "$before_workers") <(workers))
+  [ -z "$left" ] || fail "SIG$sig: worker processes left behind: $left"
+  files=$(comm -13 <(echo "$before_files") <(tmpfiles))
+  [ -z "$files" ] || fail "SIG$sig: files left behind: $files"
+done
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "nothing left behind after SIGKILL, SIGINT and SIGTERM"

@@ -1,0 +1,6 @@
+scenario {
+  name = "an unknown signal",
+  worlds = { w1 = {} },
+  roles = { a = { worlds = { w1 = 0 } }, b = { worlds = { w1 = 1 } } },
+  timeline = { at("1s", kill("b", "SIGWHATEVER")) },
+}

@@ -1,0 +1,2 @@
+-- defines nothing
+local x = 1
