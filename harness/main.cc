@@ -265,7 +265,7 @@ void printVerdict(const json& doc, const fs::path& dir, const Cli& cli) {
   if (!doc.value("why", std::string()).empty()) std::printf("      %s\n", doc["why"].get<std::string>().c_str());
   for (const auto& e : doc["expectations"]) {
     const std::string st = e.value("status", std::string());
-    if (st == "pass" && cli.verbosity < 2) continue;
+    if (st == "pass" && cli.verbosity < 1) continue;
     std::printf("      %-7s %s: %s\n", st.c_str(), e.value("name", std::string()).c_str(),
                 e.value("message", std::string()).c_str());
   }

@@ -519,7 +519,7 @@ class Run {
     // Actions planned for the very end still happen.
     while (!res_.record.interrupted && next < s_.timeline.size()) act(next++);
     res_.record.elapsed = rel(nowNs());
-    progress(true);
+    if (o_.tty) progress(true);  // ends the redrawn line
   }
 
   void stopAll() {
