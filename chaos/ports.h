@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <random>
 
 namespace mw::chaos {
 
@@ -26,6 +28,36 @@ inline uint16_t freePort() {
   }
   ::close(fd);
   return port;
+}
+
+// A free port below the kernel's ephemeral range (net.ipv4.ip_local_port_range), for a world's
+// store. A scenario re-creates a store on the same port after a restart or a re-join; a port from
+// the ephemeral range may meanwhile have been handed to some outgoing connection or to a Gloo
+// listener, and the store could not bind it again. Falls back to freePort() when none is found.
+inline uint16_t freeStorePort() {
+  unsigned low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    unsigned lo = 0, hi = 0;
+    if (std::fscanf(f, "%u %u", &lo, &hi) == 2 && lo > 2048) low = lo;
+    std::fclose(f);
+  }
+  const unsigned first = 10000 < low ? 10000 : 1024;
+  if (low <= first + 1) return freePort();
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<unsigned> pick(first, low - 1);
+  for (int tries = 0; tries < 200; ++tries) {
+    uint16_t port = static_cast<uint16_t>(pick(rng));
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    if (ok) return port;
+  }
+  return freePort();
 }
 
 }  // namespace mw::chaos

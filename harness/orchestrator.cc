@@ -115,7 +115,7 @@ class Run {
     std::set<uint16_t> used;
     for (const auto& [name, w] : s_.worlds) {
       uint16_t p = 0;
-      for (int i = 0; i < 100 && (p == 0 || used.count(p)); ++i) p = chaos::freePort();
+      for (int i = 0; i < 100 && (p == 0 || used.count(p)); ++i) p = chaos::freeStorePort();
       used.insert(p);
       ports_[name] = p;
     }

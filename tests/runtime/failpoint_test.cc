@@ -175,9 +175,10 @@ TEST_CASE("an injected store-link timeout in one member breaks its world everywh
 
 TEST_CASE("a member whose heartbeats are dropped is silent: its world breaks after the timeout",
           "[failpoint]") {
-  const long hb = 300;
+  // Scaled: a slow sanitizer build must not starve a store past a short timeout by itself.
+  const long hb = scaled(300).count();
   WorkerFault f("fp_hb", "fp_hb_other", hb, "mw/heartbeat/fp_hb:1");
-  auto e = brokenEvent(*f.sub, "fp_hb", scaled(3000));
+  auto e = brokenEvent(*f.sub, "fp_hb", scaled(3000) + std::chrono::milliseconds(hb));
   REQUIRE(e);
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(e->at - f.enabled_at);
   INFO(e->broken->detail << " after " << took.count() << " ms");
