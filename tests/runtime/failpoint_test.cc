@@ -184,8 +184,13 @@ TEST_CASE("a member whose heartbeats are dropped is silent: its world breaks aft
   INFO(e->broken->detail << " after " << took.count() << " ms");
   CHECK(e->broken->cause == mw::Cause::kPeerSilent);
   CHECK(e->broken->peer_rank == 1);
-  // The last beat went out at most one interval (timeout/10) before the point was enabled.
-  CHECK(took.count() >= hb * 9 / 10 - hb / 10);
+  // Not before 0.9x the timeout of silence: the store says how long it heard nothing (the last
+  // beat may have left well before the point was enabled when the machine is slow).
+  const std::string& d = e->broken->detail;
+  const size_t at = d.find("silent for ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stol(d.substr(at + 11)) >= hb * 9 / 10);
+  CHECK(took.count() >= 0);
   CHECK(took < std::chrono::milliseconds(hb) + scaled(250));
   CHECK_FALSE(brokenEvent(*f.sub, "fp_hb_other", 300ms));
   CHECK(f.m.world("fp_hb_other")->state == mw::WorldState::kHealthy);
