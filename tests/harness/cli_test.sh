@@ -110,6 +110,14 @@ expect_out "failing hook" "expect.check hook: w1 broken = false"
 expect_rc 0 "seed override" "$mwchaos" run -q --seed 4242 --format json -o "$work/seed" "$src/scenarios/leader_killed.lua"
 grep -q '"seed": 4242' "$work/seed/leader_killed/report.json" || fail "--seed not in the report"
 
+# A worker that hangs when told to stop is killed with its whole process group after the grace
+# period, and the run fails "no process hangs" naming it; nothing is left behind.
+expect_rc 1 "hanging worker" "$mwchaos" run --format json -o "$work/hang" \
+  --worker "$src/tests/harness/fixtures/hanging_worker.sh" "$fx/one_role.lua"
+expect_out "hanging worker" "fail +no process hangs: did not exit within 5 s of being told to stop \(killed\): a"
+expect_out "hanging worker" "pass +no orphan process or file is left"
+if pgrep -f "hanging_worker.sh" >/dev/null; then fail "hanging worker: its process is still there"; fi
+
 # A GPU scenario where there is no GPU: exit 3 naming what is missing (skipped in JUnit).
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect_rc 3 "nccl without a GPU" "$mwchaos" run -q -o "$work/gpu" "$src/scenarios/nccl_remote_error.lua"
