@@ -178,15 +178,21 @@ LV convert(lua_State* L, int idx, int depth, std::string* err) {
   return v;
 }
 
-struct SignalName {
-  const char* name;
-  int number;
-};
-constexpr SignalName kSignals[] = {
-    {"SIGKILL", SIGKILL}, {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT},
-    {"SIGABRT", SIGABRT}, {"SIGSEGV", SIGSEGV}, {"SIGHUP", SIGHUP},   {"SIGUSR1", SIGUSR1},
-    {"SIGUSR2", SIGUSR2}, {"SIGSTOP", SIGSTOP}, {"SIGCONT", SIGCONT}, {"SIGBUS", SIGBUS},
-};
+// A signal by name ("SIGKILL", "KILL") or number ("9"): any signal of this system. 0 if unknown.
+int signalNumber(const std::string& text, std::string* canonical) {
+  std::string name = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
+  char* end = nullptr;
+  long n = std::strtol(text.c_str(), &end, 10);
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = sigabbrev_np(s);
+    if (abbrev == nullptr) continue;
+    if ((*end == '\0' && !text.empty() && n == s) || name == abbrev) {
+      *canonical = std::string("SIG") + abbrev;
+      return s;
+    }
+  }
+  return 0;
+}
 
 struct ErrnoName {
   const char* name;
@@ -556,13 +562,16 @@ class Validator {
         error(aw, path + ": " + as.kind + ": no role '" + as.role + "' in roles");
       }
       if (as.kind == "kill") {
-        auto sig = str(act->get("signal"), aw, path + " signal").value_or("SIGKILL");
-        as.signal_name = sig.rfind("SIG", 0) == 0 ? sig : "SIG" + sig;
-        bool found = false;
-        for (const auto& k : kSignals) {
-          if (as.signal_name == k.name) as.signal = k.number, found = true;
+        std::string sig = "SIGKILL";
+        if (const LV* v = act->get("signal")) {
+          if (v->t == LV::T::kNum) {
+            sig = std::to_string(static_cast<long>(v->n));
+          } else {
+            sig = str(v, aw, path + " signal").value_or("SIGKILL");
+          }
         }
-        if (!found) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
+        as.signal = signalNumber(sig, &as.signal_name);
+        if (as.signal == 0) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
       } else if (as.kind == "failpoint" || as.kind == "clear_failpoint") {
         as.point = str(act->get("point"), aw, path + " point").value_or("");
         if (as.point.empty()) error(aw, path + ": " + as.kind + " needs a point name");
@@ -963,7 +972,7 @@ traffic patterns
                      each 2-member world is a link of a chain: rank 0 sends to rank 1
 
 faults (timeline = { at("2s", <fault>), ... })
-  kill(role [, "SIGKILL"|"SIGTERM"|"SIGSEGV"|...])   send a signal to the role's process
+  kill(role [, signal])          any signal by name ("SIGTERM", "USR1") or number; default SIGKILL
   pause(role)   resume(role)                          SIGSTOP / SIGCONT
   restart(role)                                       kill it and start it again; it rejoins
   failpoint(role, point, { errno = "ECONNRESET" | nccl = "ncclRemoteError" | failnum = n,
