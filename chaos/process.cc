@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -34,7 +35,21 @@ bool readAvailable(int fd, std::string* into) {
 
 }  // namespace
 
-Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& argv) {
+Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& argv,
+                                                const std::string& netns) {
+  int ns_fd = -1;
+  if (!netns.empty()) {
+    ns_fd = ::open(netns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns_fd < 0) {
+      return Status(Code::kIoError, "opening network namespace " + netns + ": " + std::strerror(errno));
+    }
+  }
+  struct NsFd {
+    int fd;
+    ~NsFd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } ns_guard{ns_fd};
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -70,6 +85,12 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
+    if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) {
+      const char msg[] = "mwchaos: cannot enter the simulated host's network namespace\n";
+      ssize_t w = ::write(2, msg, sizeof(msg) - 1);
+      (void)w;
+      ::_exit(126);
+    }
     ::execv(args[0], args.data());
     const char msg[] = "mwchaos: cannot execute the worker program\n";
     ssize_t w = ::write(2, msg, sizeof(msg) - 1);

@@ -22,8 +22,11 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  // Starts `argv` (argv[0] a path). kIoError when fork/pipe fails; an exec failure shows as exit 127.
-  static Result<std::unique_ptr<Process>> spawn(const std::vector<std::string>& argv);
+  // Starts `argv` (argv[0] a path), in network namespace `netns` (a /proc/<pid>/ns/net path) when
+  // given. kIoError when fork/pipe/open fails; an exec failure shows as exit 127, a namespace that
+  // cannot be entered as exit 126.
+  static Result<std::unique_ptr<Process>> spawn(const std::vector<std::string>& argv,
+                                                const std::string& netns = "");
 
   pid_t pid() const { return pid_; }
   int stdoutFd() const { return out_; }

@@ -39,6 +39,27 @@ bool killsRole(const FaultRec& f) {
                                  f.action.find("SIGHUP") == std::string::npos);
 }
 
+// "world W stays healthy": passes when `first_break` is null.
+Verdict staysHealthy(const std::string& name, const EventRec* first_break, const std::string& where) {
+  Verdict v;
+  v.world = name;
+  v.where = where;
+  v.name = "world " + name + " stays healthy";
+  v.threshold = "healthy";
+  if (first_break == nullptr) {
+    v.status = "pass";
+    v.measured = "healthy";
+    v.message = "no member reported world " + name + " broken";
+  } else {
+    v.status = "fail";
+    v.measured = "broken at " + fmt("%.3f s", first_break->t);
+    v.message = "world " + name + " broke at " + fmt("%.3f s", first_break->t) + " (" +
+                first_break->cause + " seen by " + first_break->role + ": " + first_break->detail +
+                ") but was expected to stay healthy";
+  }
+  return v;
+}
+
 }  // namespace
 
 double firstFault(const RunRecord& r) {
@@ -116,23 +137,17 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
           v.measured = "healthy";
           v.message = "world " + name + " was expected to break but no member reported it broken";
         }
+        out.push_back(v);
       } else {
-        v.name = "world " + name + " stays healthy";
-        v.threshold = "healthy";
-        if (it == broke.end()) {
-          v.status = "pass";
-          v.measured = "healthy";
-          v.message = "no member reported world " + name + " broken";
-        } else {
-          v.status = "fail";
-          v.measured = "broken at " + fmt("%.3f s", it->second->t);
-          v.message = "world " + name + " broke at " + fmt("%.3f s", it->second->t) + " (" +
-                      it->second->cause + " seen by " + it->second->role + ": " +
-                      it->second->detail + ") but was expected to stay healthy";
-        }
+        out.push_back(staysHealthy(name, it == broke.end() ? nullptr : it->second, e.where));
       }
-      out.push_back(v);
     }
+  }
+
+  for (const auto& name : e.healthy) {
+    if (e.has_broken) continue;  // judged with the broken set
+    auto it = broke.find(name);
+    out.push_back(staysHealthy(name, it == broke.end() ? nullptr : it->second, e.where));
   }
 
   // Detection latency: from the fault that touched the world to the break at every survivor.

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "chaos/fifo_control.h"
+#include "chaos/netsim.h"
 #include "chaos/ports.h"
 #include "chaos/process.h"
 
@@ -136,6 +137,17 @@ class Run {
       }
       devices_[name] = dev;
     }
+    const auto hosts = s_.hosts();
+    if (!hosts.empty()) {
+      auto net = chaos::SimNet::create(hosts);
+      if (!net.ok()) {
+        fail(net.status().code() == Code::kUnavailable ? RunOutcome::kUnavailable
+                                                       : RunOutcome::kHarnessError,
+             "simulated hosts: " + net.status().message());
+        return;
+      }
+      net_ = std::move(*net);
+    }
     needs_fifo_ = false;
     for (const auto& a : s_.timeline) {
       if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
@@ -148,6 +160,7 @@ class Run {
   }
 
   std::vector<std::string> touched(const ActionSpec& a) const {
+    if (a.network()) return s_.worldsTouchedBy(a);
     if (a.kind == "remove_world" || a.kind == "add_world") return {a.world};
     if (a.kind == "failpoint" || a.kind == "clear_failpoint") {
       std::string last = a.point.substr(a.point.rfind('/') + 1);
@@ -174,7 +187,14 @@ class Run {
     c["worlds"] = json::array();
     for (const auto& [w, rank] : r.ranks) {
       const WorldSpec& ws = s_.worlds.at(w);
+      // The store lives with rank 0: on its simulated host's address, else on loopback.
+      std::string store_host = "127.0.0.1";
+      if (net_) {
+        auto members = s_.membersOf(w);
+        store_host = net_->address(s_.roles.at(members.at(0)).host);
+      }
       c["worlds"].push_back({{"name", w},
+                             {"host", store_host},
                              {"rank", rank},
                              {"size", ws.size},
                              {"port", ports_.at(w)},
@@ -217,7 +237,8 @@ class Run {
       w.fifo_dir = dir;
       prefix = w.fifo_dir + "/fiu";
     }
-    auto p = chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()});
+    const std::string netns = net_ ? net_->netns(s_.roles.at(role).host) : "";
+    auto p = chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()}, netns);
     if (!p.ok()) {
       fail(RunOutcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
       return false;
@@ -396,8 +417,21 @@ class Run {
   void act(size_t i) {
     const ActionSpec& a = s_.timeline[i];
     FaultRec& f = res_.record.faults[i];
-    Worker& w = workers_[a.role];
     f.sent = rel(nowNs());
+    if (a.network()) {
+      Status st;
+      if (a.kind == "partition") st = net_->partition(a.hosts_a, a.hosts_b, a.loud, a.oneway);
+      else if (a.kind == "heal") st = net_->heal();
+      else if (a.kind == "loss") st = net_->loss(a.host, a.loss);
+      else if (a.kind == "bandwidth") st = net_->bandwidth(a.host, a.rate);
+      else if (a.kind == "delay") st = net_->delay(a.host, a.delay_ms, a.jitter_ms);
+      f.acked = rel(nowNs());
+      f.outcome = st.ok() ? "ok"
+                  : st.code() == Code::kUnavailable ? "skipped: " + st.message()
+                                                     : "error: " + st.message();
+      return;
+    }
+    Worker& w = workers_[a.role];
     auto running = [&] { return w.proc && !w.proc->poll(); };
     if (a.kind == "restart") {
       if (w.proc) {
@@ -551,7 +585,17 @@ class Run {
   void cleanup() {
     for (auto& [role, w] : workers_) {
       if (!w.proc) continue;
-      res_.record.leftover_processes += chaos::aliveInGroup(w.proc->pid());
+      // The worker is reaped, but processes of its group (its own children) may take a moment
+      // to die after the group's SIGKILL: give them a second, then count what is left.
+      const pid_t group = w.proc->pid();
+      const auto until = deadlineIn(1s);
+      int alive = chaos::aliveInGroup(group);
+      while (alive > 0 && Clock::now() < until) {
+        ::kill(-group, SIGKILL);
+        std::this_thread::sleep_for(5ms);
+        alive = chaos::aliveInGroup(group);
+      }
+      res_.record.leftover_processes += alive;
       w.proc.reset();
     }
     for (auto& [role, w] : workers_) {
@@ -571,6 +615,7 @@ class Run {
   std::set<std::string> fifo_roles_;
   bool needs_fifo_ = false;
   std::map<std::string, Worker> workers_;
+  std::unique_ptr<chaos::SimNet> net_;  // simulated hosts, when the scenario places roles on them
   std::map<std::string, std::string> state_;      // world/role -> last event kind
   std::map<std::string, double> last_bytes_;      // world/role -> last window's bytes
   std::set<std::string> hung_;

@@ -6,6 +6,7 @@
 #include <lua.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -58,6 +59,15 @@ function remove_world(role, world)
 end
 function add_world(role, world)
   return { __kind = "add_world", role = role, world = world, __where = where() }
+end
+function partition(t) return tagged("partition", t, where()) end
+function heal() return { __kind = "heal", __where = where() } end
+function loss(host, p) return { __kind = "loss", host = host, p = p, __where = where() } end
+function bandwidth(host, rate)
+  return { __kind = "bandwidth", host = host, rate = rate, __where = where() }
+end
+function delay(host, d, jitter)
+  return { __kind = "delay", host = host, delay = d, jitter = jitter, __where = where() }
 end
 function gather_to_leader(t) return tagged("gather_to_leader", t, where()) end
 function ring_allreduce(t) return tagged("ring_allreduce", t, where()) end
@@ -345,6 +355,7 @@ class Validator {
     worlds(t.get("worlds"), w, s);
     roles(t.get("roles"), w, s);
     sizes(s);
+    hostsAllOrNone(s);
     traffic(t.get("traffic"), w, s);
     timeline(t.get("timeline"), w, s);
     expect(t.get("expect"), w, s);
@@ -407,7 +418,11 @@ class Validator {
         error(w, path + ": expected a table, got " + spec.show());
         continue;
       }
-      onlyFields(spec, w, path, {"worlds", "device"});
+      onlyFields(spec, w, path, {"worlds", "device", "host"});
+      r.host = str(spec.get("host"), w, path + ".host").value_or("");
+      if (!r.host.empty() && !validWorldName(r.host)) {
+        error(w, path + ".host: a host name is 1-128 characters of [A-Za-z0-9_.-]");
+      }
       r.device = str(spec.get("device"), w, path + ".device").value_or("auto");
       if (r.device != "auto" && r.device != "cpu" && r.device != "gpu" &&
           r.device.rfind("cuda:", 0) != 0) {
@@ -466,6 +481,16 @@ class Validator {
                             std::to_string(n) + " roles are members");
       }
       ws.size = n;
+    }
+  }
+
+  // Simulated hosts are all or nothing: a role on loopback cannot reach one in a namespace.
+  void hostsAllOrNone(const Scenario& s) {
+    std::string with, without;
+    for (const auto& [name, r] : s.roles) (r.host.empty() ? without : with) = name;
+    if (!with.empty() && !without.empty()) {
+      error(s.roles.at(without).where, "roles." + without + ".host: role '" + with +
+                                           "' is placed on a host, so every role needs one");
     }
   }
 
@@ -557,6 +582,11 @@ class Validator {
                       " ms is past the end of the scenario (duration " +
                       std::to_string(s.duration.count()) + " ms)");
       }
+      if (as.network()) {
+        network(*act, aw, path, s, as);
+        s.timeline.push_back(as);
+        continue;
+      }
       as.role = str(act->get("role"), aw, path + " role").value_or("");
       if (!s.roles.count(as.role)) {
         error(aw, path + ": " + as.kind + ": no role '" + as.role + "' in roles");
@@ -591,6 +621,56 @@ class Validator {
     }
     std::stable_sort(s.timeline.begin(), s.timeline.end(),
                      [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
+  }
+
+  void network(const LV& act, const std::string& aw, const std::string& path, const Scenario& s,
+               ActionSpec& as) {
+    std::set<std::string> hosts;
+    for (const auto& h : s.hosts()) hosts.insert(h);
+    if (hosts.empty()) {
+      error(aw, path + ": " + as.kind + " needs simulated hosts: give each role a host, like "
+                       "roles = { a = { host = \"h1\", ... } }");
+      return;
+    }
+    auto knownHost = [&](const std::string& h, const std::string& p) {
+      if (!hosts.count(h)) error(aw, path + ": " + as.kind + ": no role is on host '" + h + "' (" + p + ")");
+    };
+    if (as.kind == "partition") {
+      onlyFields(act, aw, path + " partition", {"a", "b", "mode", "oneway"});
+      as.hosts_a = strList(act.get("a"), aw, path + " partition.a");
+      as.hosts_b = strList(act.get("b"), aw, path + " partition.b");
+      if (as.hosts_a.empty() || as.hosts_b.empty()) {
+        error(aw, path + ": partition { a = { hosts }, b = { hosts } } needs both sides");
+      }
+      for (const auto& h : as.hosts_a) knownHost(h, "partition.a");
+      for (const auto& h : as.hosts_b) knownHost(h, "partition.b");
+      std::string mode = str(act.get("mode"), aw, path + " partition.mode").value_or("silent");
+      if (mode != "silent" && mode != "loud") {
+        error(aw, path + ": partition.mode: expected \"silent\" (drop) or \"loud\" (reset), got \"" +
+                      mode + "\"");
+      }
+      as.loud = mode == "loud";
+      as.oneway = boolean(act.get("oneway"), aw, path + " partition.oneway").value_or(false);
+      return;
+    }
+    if (as.kind == "heal") return;
+    as.host = str(act.get("host"), aw, path + " host").value_or("");
+    knownHost(as.host, "host");
+    if (as.kind == "loss") {
+      auto p = num(act.get("p"), aw, path + " loss probability");
+      if (!p || !(*p > 0 && *p < 1)) {
+        error(aw, path + ": loss(host, p): p must be a probability in (0, 1), like 0.2");
+      }
+      as.loss = p.value_or(0);
+    } else if (as.kind == "bandwidth") {
+      as.rate = str(act.get("rate"), aw, path + " bandwidth rate").value_or("");
+      bool ok = !as.rate.empty() && std::isdigit(static_cast<unsigned char>(as.rate[0]));
+      if (!ok) error(aw, path + ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\"");
+    } else if (as.kind == "delay") {
+      as.delay_ms = static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
+      as.jitter_ms = static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
+      if (as.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+    }
   }
 
   // "{backend}" in a point name becomes the backend of the world the point names (or of the
@@ -660,8 +740,12 @@ class Validator {
       error(w, "expect: expected a table");
       return;
     }
-    onlyFields(*v, w, "expect", {"broken", "detected_within", "throughput", "replacement_within",
-                                 "no_hang", "no_orphans", "check"});
+    onlyFields(*v, w, "expect", {"broken", "healthy", "detected_within", "throughput",
+                                 "replacement_within", "no_hang", "no_orphans", "check"});
+    for (const auto& name : strList(v->get("healthy"), w, "expect.healthy")) {
+      if (!s.worlds.count(name)) error(w, "expect.healthy: no world '" + name + "' in worlds");
+      e.healthy.insert(name);
+    }
     if (const LV* b = v->get("broken")) {
       e.has_broken = true;
       for (const auto& name : strList(b, w, "expect.broken")) {
@@ -931,6 +1015,21 @@ std::string ActionSpec::describe() const {
     return m;
   }
   if (kind == "clear_failpoint") return "clear failpoint " + point + " in " + role;
+  auto list = [](const std::vector<std::string>& v) {
+    std::string o;
+    for (const auto& x : v) o += (o.empty() ? "" : ",") + x;
+    return "{" + o + "}";
+  };
+  if (kind == "partition") {
+    return std::string(loud ? "loud" : "silent") + (oneway ? " one-way" : "") + " partition " +
+           list(hosts_a) + (oneway ? " -> " : " | ") + list(hosts_b);
+  }
+  if (kind == "heal") return "heal the network";
+  if (kind == "loss") return "loss " + std::to_string(static_cast<int>(loss * 100 + 0.5)) + "% at " + host;
+  if (kind == "bandwidth") return "bandwidth " + rate + " from " + host;
+  if (kind == "delay") {
+    return "delay " + std::to_string(delay_ms) + "ms (jitter " + std::to_string(jitter_ms) + "ms) from " + host;
+  }
   if (kind == "remove_world" || kind == "add_world") return kind + " " + world + " in " + role;
   return kind + " " + role;
 }
@@ -940,6 +1039,30 @@ std::vector<std::string> Scenario::worldsOf(const std::string& role) const {
   auto it = roles.find(role);
   if (it == roles.end()) return out;
   for (const auto& [w, r] : it->second.ranks) out.push_back(w);
+  return out;
+}
+
+std::vector<std::string> Scenario::hosts() const {
+  std::set<std::string> hs;
+  for (const auto& [name, r] : roles) {
+    if (!r.host.empty()) hs.insert(r.host);
+  }
+  return {hs.begin(), hs.end()};
+}
+
+std::vector<std::string> Scenario::worldsTouchedBy(const ActionSpec& a) const {
+  std::vector<std::string> out;
+  for (const auto& [world, w] : worlds) {
+    std::set<std::string> on;
+    for (const auto& role : membersOf(world)) on.insert(roles.at(role).host);
+    auto any = [&](const std::vector<std::string>& hs) {
+      return std::any_of(hs.begin(), hs.end(), [&](const std::string& h) { return on.count(h) > 0; });
+    };
+    bool touched = a.kind == "partition" ? any(a.hosts_a) && any(a.hosts_b)
+                   : a.kind == "heal"    ? false
+                                         : on.count(a.host) > 0;
+    if (touched) out.push_back(world);
+  }
   return out;
 }
 
@@ -971,6 +1094,8 @@ traffic patterns
   pipeline         { worlds = { "s1", "s2", ... }, bytes, dtype, rate }
                      each 2-member world is a link of a chain: rank 0 sends to rank 1
 
+roles may sit on simulated hosts: { host = "h1", worlds = ... } (network namespaces; root)
+
 faults (timeline = { at("2s", <fault>), ... })
   kill(role [, signal])          any signal by name ("SIGTERM", "USR1") or number; default SIGKILL
   pause(role)   resume(role)                          SIGSTOP / SIGCONT
@@ -979,11 +1104,14 @@ faults (timeline = { at("2s", <fault>), ... })
                            async = false, probability = 1.0, once = false })
   clear_failpoint(role, point)
   remove_world(role, world)   add_world(role, world)
+  partition { a = { "h1" }, b = { "h2" }, mode = "silent"|"loud", oneway = false }
+  heal()   loss(host, 0.2)   bandwidth(host, "10mbit")   delay(host, "50ms" [, "10ms"])
   failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
               mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
 
 expectations (expect = { ... })
   broken = { "w2" }                 exactly these worlds break, no other
+  healthy = { "w1" }                these worlds do not break (others not judged)
   detected_within = "100ms"         or { w2 = "700ms", default = "100ms" }
   throughput = { throughput_kept { world = "w1", ratio = 0.9, window = "after"|"during" } }
   replacement_within = "3s"         a restarted member's world is healthy again within

@@ -30,6 +30,7 @@ struct RoleSpec {
   std::string name;
   std::map<std::string, int> ranks;  // world -> this role's rank there
   std::string device = "auto";       // auto | cpu | gpu | cuda:N
+  std::string host;                  // simulated host (network namespace); "" for none
   std::string where;
 };
 
@@ -54,13 +55,26 @@ struct FailMode {
 
 struct ActionSpec {
   Ms at{0};
-  std::string kind;  // kill pause resume restart failpoint clear_failpoint remove_world add_world
+  // kill pause resume restart failpoint clear_failpoint remove_world add_world (on a role);
+  // partition heal loss bandwidth delay (on simulated hosts)
+  std::string kind;
   std::string role;
   int signal = 9;
   std::string signal_name = "SIGKILL";
   std::string point;  // failpoint name (after {backend} expansion)
   FailMode mode;
   std::string world;  // remove_world / add_world
+  std::vector<std::string> hosts_a, hosts_b;  // partition: from a to b (and back unless oneway)
+  bool loud = false;
+  bool oneway = false;
+  std::string host;          // loss / bandwidth / delay
+  double loss = 0;           // probability of dropping a packet
+  std::string rate;          // bandwidth, tc syntax ("10mbit")
+  int delay_ms = 0, jitter_ms = 0;
+  bool network() const {
+    return kind == "partition" || kind == "heal" || kind == "loss" || kind == "bandwidth" ||
+           kind == "delay";
+  }
   std::string where;
   // One line for people: "kill leader SIGKILL".
   std::string describe() const;
@@ -76,6 +90,7 @@ struct ThroughputSpec {
 struct ExpectSpec {
   bool has_broken = false;
   std::set<std::string> broken;  // exactly these worlds break
+  std::set<std::string> healthy;  // these worlds do not break (the others are not judged)
   std::optional<Ms> detected_within;
   std::map<std::string, Ms> detected_within_world;
   std::vector<ThroughputSpec> throughput;
@@ -104,6 +119,11 @@ struct Scenario {
   std::vector<std::string> worldsOf(const std::string& role) const;
   // The roles that are members of `world`, by rank.
   std::vector<std::string> membersOf(const std::string& world) const;
+  // The simulated hosts the roles are placed on (empty: every role on this machine's loopback).
+  std::vector<std::string> hosts() const;
+  // The worlds a network fault touches: those with members on both sides of a partition, or a
+  // member on the host of a loss, bandwidth or delay fault.
+  std::vector<std::string> worldsTouchedBy(const ActionSpec& a) const;
 };
 
 // Overrides from the command line.

@@ -118,6 +118,18 @@ expect_out "hanging worker" "fail +no process hangs: did not exit within 5 s of 
 expect_out "hanging worker" "pass +no orphan process or file is left"
 if pgrep -f "hanging_worker.sh" >/dev/null; then fail "hanging worker: its process is still there"; fi
 
+# Network scenarios need root: as an unprivileged user the run exits 3 saying so.
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && as_nobody "$mwchaos" --help >/dev/null 2>&1 &&
+  as_nobody test -r "$src/scenarios/net_silent_partition.lua"; then
+  mkdir -p "$work/nobody" && chmod 777 "$work/nobody"
+  expect_rc 3 "network scenario without root" setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$mwchaos" run -q -o "$work/nobody/out" "$src/scenarios/net_silent_partition.lua"
+  expect_out "network scenario without root" "simulated hosts: .*need root"
+else
+  echo "note: the unprivileged run was not tried (not root, or the build is not readable by nobody)"
+fi
+
 # A GPU scenario where there is no GPU: exit 3 naming what is missing (skipped in JUnit).
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect_rc 3 "nccl without a GPU" "$mwchaos" run -q -o "$work/gpu" "$src/scenarios/nccl_remote_error.lua"

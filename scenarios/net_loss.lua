@@ -1,0 +1,28 @@
+-- 20% packet loss on host h2 (worker b, world w2) from 2 s. The other world keeps at least 97% of
+-- its throughput; the lossy world's drop is reported by the check hook.
+scenario {
+  name = "20% loss on one world's link",
+  description = "iptables statistic drops 20% of h2's packets both ways from 2 s.",
+  duration = "5s",
+  worlds = {
+    w1 = { heartbeat = "1s" },
+    w2 = { heartbeat = "3s", op_timeout = "20s" },
+  },
+  roles = {
+    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
+    a = { host = "h1", worlds = { w1 = 1 } },
+    b = { host = "h2", worlds = { w2 = 1 } },
+  },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
+  timeline = { at("2s", loss("h2", 0.2)) },
+  expect = {
+    healthy = { "w1" },
+    throughput = { throughput_kept { world = "w1", ratio = 0.97 } },
+    check = function(run)
+      local w = run.worlds.w2
+      local before, after = w.bytes_per_s_before / 1e6, w.bytes_per_s_after / 1e6
+      return before > 0, string.format("w2 (lossy): %.1f MB/s before, %.1f MB/s after (%.0f%%)",
+                                       before, after, before > 0 and after / before * 100 or 0)
+    end,
+  },
+}
