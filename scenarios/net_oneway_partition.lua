@@ -1,0 +1,26 @@
+-- A one-way partition: packets from h2 (worker b) to h0 (the leader, w2's store host) are dropped,
+-- those from h0 to h2 still arrive. b's heartbeats never reach the store, so the store declares b
+-- silent after w2's heartbeat timeout and w2 breaks; w1 is untouched. b itself learns later: with
+-- its ACKs dropped, the store's pings to it stall too, and b declares the store silent up to one
+-- more timeout after that (measured: leader 0.5 s, b 0.5-0.73 s).
+scenario {
+  name = "a one-way partition silences a worker",
+  description = "DROP of h2 -> h0 only, at 2 s; w2 heartbeat 500 ms.",
+  duration = "4s",
+  worlds = {
+    w1 = { heartbeat = "500ms" },
+    w2 = { heartbeat = "500ms" },
+  },
+  roles = {
+    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
+    a = { host = "h1", worlds = { w1 = 1 } },
+    b = { host = "h2", worlds = { w2 = 1 } },
+  },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
+  timeline = { at("2s", partition { a = { "h2" }, b = { "h0" }, oneway = true }) },
+  expect = {
+    broken = { "w2" },
+    detected_within = "1250ms",
+    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+  },
+}
