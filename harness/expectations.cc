@@ -297,6 +297,41 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     }
   }
 
+  // Under a nemesis: every break must follow a fault that touches its world (within the world's
+  // heartbeat timeout plus 2 s, the longest a real fault takes to be detected here).
+  if (s.nemesis.enabled) {
+    int breaks = 0, unexplained = 0, injected = 0;
+    std::string which;
+    for (const auto& f : r.faults) injected += f.outcome == "ok" ? 1 : 0;
+    std::map<std::string, double> last;  // world -> time of the last counted break
+    for (const auto& ev : r.events) {
+      if (ev.kind != "broken" || !inRun(r, ev.t)) continue;
+      auto it = last.find(ev.world);
+      if (it != last.end() && ev.t - it->second < 1.0) continue;  // the same break, another member
+      last[ev.world] = ev.t;
+      ++breaks;
+      const auto ws = s.worlds.find(ev.world);
+      const double window =
+          (ws != s.worlds.end() ? static_cast<double>(ws->second.heartbeat.count()) / 1000.0 : 1.0) + 2.0;
+      bool explained = false;
+      for (const auto& f : r.faults) {
+        if (f.outcome != "ok" || f.sent < 0 || f.sent > ev.t || ev.t - f.sent > window) continue;
+        if (std::find(f.worlds.begin(), f.worlds.end(), ev.world) != f.worlds.end()) explained = true;
+      }
+      if (!explained) {
+        ++unexplained;
+        which += (which.empty() ? "" : "; ") + ev.world + " at " + fmt("%.3f s", ev.t) + " (" +
+                 ev.cause + " seen by " + ev.role + ")";
+      }
+    }
+    out.push_back({"no world breaks without a fault that touches it", "",
+                   unexplained == 0 ? "pass" : "fail", std::to_string(unexplained), "0",
+                   std::to_string(injected) + " faults injected, " + std::to_string(breaks) +
+                       " world breaks, " + std::to_string(unexplained) + " false" +
+                       (which.empty() ? "" : ": " + which),
+                   e.where});
+  }
+
   if (e.no_hang) {
     std::string hung;
     for (const auto& w : r.workers) {

@@ -52,6 +52,8 @@ options:
   -o, --out DIR       where reports go, one folder per scenario (default: mwchaos-out; for
                       report: the folder of REPORT.json)
   --seed N            override every scenario's seed (random faults and Lua's math.random)
+  --duration D        run every scenario for D ("60s", "10m"): a soak, with a nemesis drawing
+                      faults until 1 s before the end
   --backend B         run every world on backend B (gloo or nccl): --backend gloo plays a GPU
                       scenario on CPU worlds where there is no GPU
   --format LIST       report formats, comma separated: json,junit,html (default: all three)
@@ -119,6 +121,11 @@ int parse(int argc, char** argv, Cli& cli) {
         return usageError("--seed: '" + *v + "' is not a whole number >= 0");
       }
       cli.load.seed = n;
+    } else if (a == "--duration") {
+      auto v = value("--duration");
+      auto d = v ? parseDuration(*v) : std::nullopt;
+      if (!d || *d < Ms(500)) return usageError("--duration: expected a duration like 60s or 10m");
+      cli.load.duration = d;
     } else if (a == "--backend") {
       auto v = value("--backend");
       if (!v || (*v != "gloo" && *v != "nccl")) {

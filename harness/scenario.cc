@@ -337,7 +337,7 @@ class Validator {
     const std::string w = t.whereTag(file_ + ":1");
     s.where = w;
     onlyFields(t, w, "", {"name", "description", "duration", "warmup", "seed", "worlds", "roles",
-                          "traffic", "timeline", "expect"});
+                          "traffic", "timeline", "nemesis", "expect"});
     s.name = str(t.get("name"), w, "name").value_or("");
     if (s.name.empty()) error(w, "name: every scenario needs a name");
     s.description = str(t.get("description"), w, "description").value_or("");
@@ -346,6 +346,7 @@ class Validator {
     if (s.duration < Ms(500) || s.duration > Ms(24LL * 3600 * 1000)) {
       error(w, "duration: must be between 500ms and 24h");
     }
+    if (opts_.duration) s.duration = *opts_.duration;
     if (s.warmup >= s.duration) error(w, "warmup: must be shorter than the duration");
     if (auto seed = num(t.get("seed"), w, "seed")) {
       if (*seed < 0 || *seed != std::floor(*seed)) error(w, "seed: expected a whole number >= 0");
@@ -358,6 +359,7 @@ class Validator {
     hostsAllOrNone(s);
     traffic(t.get("traffic"), w, s);
     timeline(t.get("timeline"), w, s);
+    nemesis(t.get("nemesis"), w, s);
     expect(t.get("expect"), w, s);
     return s;
   }
@@ -671,6 +673,97 @@ class Validator {
       as.jitter_ms = static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
       if (as.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
     }
+  }
+
+  // A seeded random schedule of faults (the "nemesis"), drawn here so that the planned timeline is
+  // known before the run, written into the report, and the same for the same seed. Faults follow
+  // one another: each is undone (heal, resume, restart) `hold` after it starts, and the next one
+  // starts a random gap later (uniform in [gap/2, 3*gap/2]).
+  void nemesis(const LV* v, const std::string& w, Scenario& s) {
+    if (v == nullptr) return;
+    if (v->t != LV::T::kTable) {
+      error(w, "nemesis: expected a table like { faults = { \"partition\", \"pause\" }, gap = \"1s\" }");
+      return;
+    }
+    onlyFields(*v, w, "nemesis", {"faults", "start", "stop", "gap", "hold", "roles", "hosts", "loss"});
+    NemesisSpec& n = s.nemesis;
+    n.enabled = true;
+    n.faults = strList(v->get("faults"), w, "nemesis.faults");
+    static const std::set<std::string> kinds = {"partition", "loss", "pause", "kill"};
+    for (const auto& f : n.faults) {
+      if (!kinds.count(f)) error(w, "nemesis.faults: unknown fault \"" + f + "\" (partition, loss, pause, kill)");
+    }
+    if (n.faults.empty()) error(w, "nemesis.faults: name at least one of partition, loss, pause, kill");
+    n.start = duration(v->get("start"), w, "nemesis.start").value_or(s.warmup);
+    n.stop = duration(v->get("stop"), w, "nemesis.stop").value_or(s.duration - Ms(1000));
+    n.gap = duration(v->get("gap"), w, "nemesis.gap").value_or(Ms(1000));
+    n.hold = duration(v->get("hold"), w, "nemesis.hold").value_or(Ms(300));
+    n.loss = num(v->get("loss"), w, "nemesis.loss").value_or(0.1);
+    n.roles = strList(v->get("roles"), w, "nemesis.roles");
+    n.hosts = strList(v->get("hosts"), w, "nemesis.hosts");
+    if (n.roles.empty()) {
+      for (const auto& [name, r] : s.roles) n.roles.push_back(name);
+    }
+    if (n.hosts.empty()) n.hosts = s.hosts();
+    for (const auto& r : n.roles) {
+      if (!s.roles.count(r)) error(w, "nemesis.roles: no role '" + r + "' in roles");
+    }
+    const bool net = std::any_of(n.faults.begin(), n.faults.end(), [](const std::string& f) {
+      return f == "partition" || f == "loss";
+    });
+    if (net && s.hosts().size() < 2) {
+      error(w, "nemesis.faults: partition and loss need roles on at least two simulated hosts");
+    }
+    if (n.stop > s.duration || n.start >= n.stop) {
+      error(w, "nemesis: start and stop must lie within the duration, start before stop");
+    }
+    if (n.gap < Ms(50) || n.hold < Ms(10)) error(w, "nemesis: gap must be >= 50ms and hold >= 10ms");
+    if (!errors.empty()) return;
+    // splitmix64: the same sequence for the same seed on every machine and library.
+    uint64_t state = s.seed * 0x9E3779B97F4A7C15ULL + 0x6E656D65ULL;
+    auto next = [&state]() {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      return z ^ (z >> 31);
+    };
+    auto pick = [&](size_t n) { return static_cast<size_t>(next() % n); };
+    auto unit = [&]() { return static_cast<double>(next() >> 11) / 9007199254740992.0; };
+    long long t = n.start.count();
+    int k = 0;
+    for (;;) {
+      t += static_cast<long long>(static_cast<double>(n.gap.count()) * (0.5 + unit()));
+      if (t + n.hold.count() > n.stop.count()) break;
+      ActionSpec on, off;
+      on.at = Ms(t);
+      off.at = Ms(t + n.hold.count());
+      on.where = off.where = w + " (nemesis #" + std::to_string(++k) + ")";
+      const std::string kind = n.faults[pick(n.faults.size())];
+      if (kind == "partition" || kind == "loss") {
+        std::string host = n.hosts[pick(n.hosts.size())];
+        on.kind = kind;
+        off.kind = "heal";
+        if (kind == "partition") {
+          on.hosts_a = {host};
+          for (const auto& h : s.hosts()) {
+            if (h != host) on.hosts_b.push_back(h);
+          }
+        } else {
+          on.host = host;
+          on.loss = n.loss;
+        }
+      } else {
+        std::string role = n.roles[pick(n.roles.size())];
+        on.role = off.role = role;
+        on.kind = kind;
+        off.kind = kind == "pause" ? "resume" : "restart";
+      }
+      s.timeline.push_back(on);
+      s.timeline.push_back(off);
+      t += n.hold.count();
+    }
+    std::stable_sort(s.timeline.begin(), s.timeline.end(),
+                     [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
   }
 
   // "{backend}" in a point name becomes the backend of the world the point names (or of the
@@ -1108,6 +1201,10 @@ faults (timeline = { at("2s", <fault>), ... })
   heal()   loss(host, 0.2)   bandwidth(host, "10mbit")   delay(host, "50ms" [, "10ms"])
   failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
               mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
+
+nemesis = { faults = { "partition", "loss", "pause", "kill" }, roles = {...}, hosts = {...},
+            gap = "2s", hold = "400ms" }   seeded random faults, each undone after hold
+            (mwchaos run --duration 10m turns any scenario into a soak)
 
 expectations (expect = { ... })
   broken = { "w2" }                 exactly these worlds break, no other

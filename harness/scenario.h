@@ -101,6 +101,16 @@ struct ExpectSpec {
   std::string where;
 };
 
+// A seeded random fault schedule (docs/scenarios.md, "nemesis").
+struct NemesisSpec {
+  bool enabled = false;
+  std::vector<std::string> faults;  // partition | loss | pause | kill
+  Ms start{0}, stop{0}, gap{1000}, hold{300};
+  double loss = 0.1;
+  std::vector<std::string> roles;  // targets of pause and kill (default: every role)
+  std::vector<std::string> hosts;  // targets of partition and loss (default: every host)
+};
+
 struct Scenario {
   std::string file;
   std::string name;
@@ -111,7 +121,8 @@ struct Scenario {
   std::map<std::string, WorldSpec> worlds;
   std::map<std::string, RoleSpec> roles;
   std::vector<TrafficSpec> traffic;
-  std::vector<ActionSpec> timeline;  // sorted by time
+  std::vector<ActionSpec> timeline;  // sorted by time, the nemesis's drawn faults included
+  NemesisSpec nemesis;
   ExpectSpec expect;
   std::string where;
 
@@ -129,6 +140,7 @@ struct Scenario {
 // Overrides from the command line.
 struct LoadOptions {
   std::optional<uint64_t> seed;
+  std::optional<Ms> duration;  // soak: run for this long (the nemesis draws faults until 1 s before)
   std::optional<std::string> backend;  // every world on this backend
 };
 

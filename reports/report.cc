@@ -152,6 +152,7 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   sc["duration_s"] = static_cast<double>(s.duration.count()) / 1000.0;
   sc["warmup_s"] = static_cast<double>(s.warmup.count()) / 1000.0;
   sc["seed"] = s.seed;
+  sc["nemesis"] = s.nemesis.enabled;
   for (const auto& [name, w] : s.worlds) {
     sc["worlds"][name] = {{"backend", w.backend},         {"size", w.size},
                           {"heartbeat_ms", w.heartbeat.count()},
@@ -225,11 +226,13 @@ Scenario scenarioFromJson(const json& doc) {
   s.duration = harness::Ms(static_cast<long long>(need(sc, "duration_s", "scenario").get<double>() * 1000));
   s.warmup = harness::Ms(static_cast<long long>(sc.value("warmup_s", 1.0) * 1000));
   s.seed = sc.value("seed", 1ULL);
+  s.nemesis.enabled = sc.value("nemesis", false);
   for (auto it = need(sc, "worlds", "scenario").begin(); it != sc.at("worlds").end(); ++it) {
     harness::WorldSpec w;
     w.name = it.key();
     w.backend = it.value().value("backend", std::string("gloo"));
     w.size = it.value().value("size", 0);
+    w.heartbeat = harness::Ms(it.value().value("heartbeat_ms", 1000LL));
     w.where = it.value().value("where", std::string());
     s.worlds[w.name] = w;
   }

@@ -49,6 +49,8 @@ expect_rc 2 "bad seed" "$mwchaos" run --seed -3 "$src/scenarios"
 expect_out "bad seed" "--seed: '-3' is not a whole number"
 expect_rc 2 "bad backend" "$mwchaos" run --backend mpi "$src/scenarios"
 expect_rc 2 "bad format" "$mwchaos" run --format pdf "$src/scenarios"
+expect_rc 2 "bad duration" "$mwchaos" run --duration soon "$src/scenarios"
+expect_out "bad duration" "--duration: expected a duration"
 expect_rc 2 "missing file" "$mwchaos" validate /nonexistent.lua
 expect_out "missing file" "no such file or folder: /nonexistent.lua"
 expect_rc 0 "list" "$mwchaos" list
@@ -109,6 +111,20 @@ expect_out "failing hook" "expect.check hook: w1 broken = false"
 # --seed lands in the report.
 expect_rc 0 "seed override" "$mwchaos" run -q --seed 4242 --format json -o "$work/seed" "$src/scenarios/leader_killed.lua"
 grep -q '"seed": 4242' "$work/seed/leader_killed/report.json" || fail "--seed not in the report"
+
+# A nemesis's planned timeline comes from the seed: the same seed replays it exactly (compared
+# between two reports), another seed draws another one.
+timeline() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["scenario"]["timeline"]))' "$1"; }
+for run in a b; do
+  expect_rc 0 "nemesis seed 7 ($run)" "$mwchaos" run -q --seed 7 --format json -o "$work/nem7$run" "$fx/nemesis_short.lua"
+done
+expect_rc 0 "nemesis seed 8" "$mwchaos" run -q --seed 8 --format json -o "$work/nem8" "$fx/nemesis_short.lua"
+t7a=$(timeline "$work/nem7a/nemesis_short/report.json")
+t7b=$(timeline "$work/nem7b/nemesis_short/report.json")
+t8=$(timeline "$work/nem8/nemesis_short/report.json")
+[ -n "$t7a" ] && [ "$t7a" != "[]" ] || fail "nemesis: the report has no planned timeline"
+[ "$t7a" = "$t7b" ] || fail "nemesis: seed 7 drew two different timelines: $t7a vs $t7b"
+[ "$t7a" != "$t8" ] || fail "nemesis: seeds 7 and 8 drew the same timeline"
 
 # A worker that hangs when told to stop is killed with its whole process group after the grace
 # period, and the run fails "no process hangs" naming it; nothing is left behind.

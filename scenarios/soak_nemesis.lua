@@ -1,0 +1,29 @@
+-- A 60 s soak under a seeded random nemesis: every 1-3 s one of a short silent partition, 10%
+-- loss, a short pause (each shorter than the 1 s heartbeat timeout: nothing may break) or a
+-- SIGKILL followed by a restart (the worker's world breaks and re-forms) hits worker a or b.
+-- Expected: no world breaks without a fault that touches it, no hang, nothing left behind.
+-- The same seed draws the same timeline (mwchaos run --seed N replays it; see the report).
+scenario {
+  name = "soak: a seeded random nemesis for 60 s",
+  description = "partition / loss / pause / kill+restart on workers a and b, drawn from the seed.",
+  duration = "60s",
+  seed = 2026,
+  worlds = {
+    w1 = { heartbeat = "1s", rejoin = true },
+    w2 = { heartbeat = "1s", rejoin = true },
+  },
+  roles = {
+    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
+    a = { host = "h1", worlds = { w1 = 1 } },
+    b = { host = "h2", worlds = { w2 = 1 } },
+  },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB", rate = 200 } },
+  nemesis = {
+    faults = { "partition", "loss", "pause", "kill" },
+    roles = { "a", "b" },
+    hosts = { "h1", "h2" },
+    gap = "2s",
+    hold = "400ms",
+  },
+  expect = {},
+}
