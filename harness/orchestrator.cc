@@ -151,11 +151,17 @@ class Run {
     needs_fifo_ = false;
     for (const auto& a : s_.timeline) {
       if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
+      // A delay may have to fall back to the runtime's delay failpoint (no netem).
+      if (a.kind == "delay") {
+        for (const auto& [name, r] : s_.roles) {
+          if (r.host == a.host) fifo_roles_.insert(name);
+        }
+      }
     }
     for (const auto& a : s_.timeline) {
       res_.record.faults.push_back(FaultRec{a.describe(), a.kind, a.role, a.where,
                                             static_cast<double>(a.at.count()) / 1000.0, -1, -1,
-                                            "pending", touched(a)});
+                                            "pending", "", touched(a)});
     }
   }
 
@@ -425,6 +431,8 @@ class Run {
       else if (a.kind == "loss") st = net_->loss(a.host, a.loss);
       else if (a.kind == "bandwidth") st = net_->bandwidth(a.host, a.rate);
       else if (a.kind == "delay") st = net_->delay(a.host, a.delay_ms, a.jitter_ms);
+      if (a.kind == "delay" && st.code() == Code::kUnavailable) st = delayByFailpoint(a, f, st);
+      if (a.kind == "heal") clearDelays();
       f.acked = rel(nowNs());
       f.outcome = st.ok() ? "ok"
                   : st.code() == Code::kUnavailable ? "skipped: " + st.message()
@@ -486,6 +494,39 @@ class Run {
     }
     f.acked = f.sent;
     f.outcome = "ok";
+  }
+
+  // No netem: delay every operation of the host's roles through the runtime's delay failpoint
+  // (mw/<backend>/delay/<world>), which models latency per operation rather than per packet.
+  Status delayByFailpoint(const ActionSpec& a, FaultRec& f, const Status& netem) {
+    std::string roles;
+    for (const auto& [name, r] : s_.roles) {
+      if (r.host != a.host) continue;
+      Worker& w = workers_[name];
+      if (w.fifo_unavailable || !w.fifo.isOpen()) {
+        return Status(Code::kUnavailable, netem.message() + "; and role '" + name +
+                                              "' has no failpoint fifo to delay it instead");
+      }
+      for (const auto& [world, rank] : r.ranks) {
+        const std::string point = "mw/" + s_.worlds.at(world).backend + "/delay/" + world;
+        Status st = w.fifo.command(chaos::enableCommand(point, a.delay_ms, 0, 1.0, false),
+                                   deadlineIn(kCommandLimit));
+        if (!st.ok()) return st;
+        delays_.emplace_back(name, point);
+      }
+      roles += (roles.empty() ? "" : ", ") + name;
+    }
+    f.note = "no netem in this kernel: each operation of " + roles + " delayed by " +
+             std::to_string(a.delay_ms) + " ms through the mw/<backend>/delay failpoint";
+    return Status::Ok();
+  }
+
+  void clearDelays() {
+    for (const auto& [role, point] : delays_) {
+      Worker& w = workers_[role];
+      if (w.fifo.isOpen()) w.fifo.command(chaos::disableCommand(point), deadlineIn(kCommandLimit)).ignore();
+    }
+    delays_.clear();
   }
 
   void progress(bool final_line) {
@@ -615,7 +656,8 @@ class Run {
   std::set<std::string> fifo_roles_;
   bool needs_fifo_ = false;
   std::map<std::string, Worker> workers_;
-  std::unique_ptr<chaos::SimNet> net_;  // simulated hosts, when the scenario places roles on them
+  std::unique_ptr<chaos::SimNet> net_;
+  std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled  // simulated hosts, when the scenario places roles on them
   std::map<std::string, std::string> state_;      // world/role -> last event kind
   std::map<std::string, double> last_bytes_;      // world/role -> last window's bytes
   std::set<std::string> hung_;

@@ -40,6 +40,7 @@ struct FaultRec {
   double sent = -1;    // -1: never sent
   double acked = -1;   // failpoints: when the worker's libfiu answered; others: = sent
   std::string outcome = "pending";  // ok | error: ... | skipped: ...
+  std::string note;                 // how it was done, when not the obvious way
   std::vector<std::string> worlds;  // the worlds it touches
 };
 

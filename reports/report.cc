@@ -71,6 +71,7 @@ json runJson(const Scenario& s, const RunRecord& r) {
                              {"sent_s", r3(f.sent)},
                              {"acked_s", r3(f.acked)},
                              {"outcome", f.outcome},
+                             {"note", f.note},
                              {"worlds", f.worlds}});
   }
   run["events"] = json::array();
@@ -296,6 +297,7 @@ RunRecord runFromJson(const json& doc) {
     x.sent = f.value("sent_s", -1.0);
     x.acked = f.value("acked_s", -1.0);
     x.outcome = f.value("outcome", std::string());
+    x.note = f.value("note", std::string());
     x.worlds = f.value("worlds", std::vector<std::string>());
     r.faults.push_back(x);
   }
@@ -543,8 +545,10 @@ std::string html(const json& doc) {
     char times[128];
     std::snprintf(times, sizeof(times), "<td>%.3f s</td><td>%.3f s</td><td>%.3f s</td>",
                   f.value("planned_s", 0.0), f.value("sent_s", -1.0), f.value("acked_s", -1.0));
+    std::string outcome = f.value("outcome", std::string());
+    if (!f.value("note", std::string()).empty()) outcome += " (" + f.value("note", std::string()) + ")";
     o << "<tr>" << times << "<td>" << xmlEscape(f.value("action", std::string())) << "</td><td>"
-      << xmlEscape(f.value("outcome", std::string())) << "</td><td>"
+      << xmlEscape(outcome) << "</td><td>"
       << xmlEscape(f.value("where", std::string())) << "</td></tr>\n";
   }
   o << "</table>\n<h2>World events</h2>\n<table><tr><th>time</th><th>role</th><th>world</th>"

@@ -1,5 +1,5 @@
 -- Host h2's outgoing traffic is capped at 50 Mbit/s (tc tbf) at 2 s, then delayed by 20 ms at 3 s
--- (tc netem; where the kernel has no netem, that fault is reported as skipped). Neither breaks a
+-- (tc netem, or the runtime's delay failpoint where the kernel has no netem). Neither breaks a
 -- world; w1 keeps its throughput, and the hook reports what the cap did to w2.
 scenario {
   name = "a bandwidth cap and a delay on one host",

@@ -273,3 +273,22 @@ TEST_CASE("points are switched through libfiu's control fifo while the process r
   ::unlink(out_path.c_str());
   ::rmdir(dir);
 }
+
+TEST_CASE("the delay point slows each operation of its world and breaks nothing", "[failpoint]") {
+  LocalWorld a("fp_delay", 2), b("fp_delay_other", 2);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  mw::failpoints::Mode m;
+  m.failnum = 100;  // milliseconds
+  REQUIRE(mw::failpoints::enable("mw/gloo/delay/fp_delay", m).ok());
+  auto t0 = mw::Clock::now();
+  REQUIRE(exchange(a, 3).ok());
+  auto slow = mw::Clock::now() - t0;
+  CHECK(slow >= 300ms);  // three sends, each delayed (the receives too, on the other rank)
+  t0 = mw::Clock::now();
+  REQUIRE(exchange(b, 3).ok());
+  CHECK(mw::Clock::now() - t0 < scaled(250));  // the other world is not delayed
+  REQUIRE(mw::failpoints::disable("mw/gloo/delay/fp_delay").ok());
+  requireHealthy(a);
+  requireHealthy(b);
+}

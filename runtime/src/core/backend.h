@@ -1,11 +1,14 @@
 // Backend: the per-world transport behind the Communicator (Gloo today, NCCL next).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "core/failpoint.h"
 #include "core/work_state.h"
@@ -21,12 +24,14 @@ enum class OpKind : uint8_t {
 inline constexpr int kNumOpKinds = 11;
 const char* opKindName(OpKind k);
 
-// The failpoints "mw/<backend>/<op>/<world>" of one world's backend, one per operation kind, and
-// "mw/<backend>/init/<world>" for its creation.
+// The failpoints "mw/<backend>/<op>/<world>" of one world's backend, one per operation kind,
+// "mw/<backend>/init/<world>" for its creation, and "mw/<backend>/delay/<world>", which delays
+// each operation by failnum milliseconds (latency where the kernel cannot simulate it).
 class OpFailPoints {
  public:
   OpFailPoints(std::string_view backend, std::string_view world)
-      : init_(std::string("mw/") + std::string(backend) + "/init", world) {
+      : init_(std::string("mw/") + std::string(backend) + "/init", world),
+        delay_(std::string("mw/") + std::string(backend) + "/delay", world) {
     for (int k = 0; k < kNumOpKinds; ++k) {
       points_[k] = FailPoint(std::string("mw/") + std::string(backend) + "/" +
                                  opKindName(static_cast<OpKind>(k)),
@@ -35,9 +40,16 @@ class OpFailPoints {
   }
   const FailPoint& operator[](OpKind k) const { return points_[static_cast<int>(k)]; }
   const FailPoint& init() const { return init_; }
+  // Sleeps failnum milliseconds (at most 60 s) when the delay point fires.
+  void delayIfAsked() const {
+    if (auto d = delay_.check()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(d->failnum, 0, 60000)));
+    }
+  }
 
  private:
   FailPoint init_;
+  FailPoint delay_;
   std::array<FailPoint, kNumOpKinds> points_;
 };
 

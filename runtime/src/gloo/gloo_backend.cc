@@ -255,6 +255,7 @@ void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
 void GlooBackend::runOp(Pending& p) {
   if (p.post_error) throw gloo::IoException(*p.post_error);
   // An injected error is thrown where Gloo's own would surface, and takes the same path.
+  failpoints_.delayIfAsked();
   if (auto injected = failpoints_[p.req.kind].check()) {
     throw gloo::IoException(std::string(opKindName(p.req.kind)) + ": " +
                             errnoText(injected->failnum) + injected->suffix());

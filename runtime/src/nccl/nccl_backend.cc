@@ -348,6 +348,7 @@ void NcclBackend::run() {
 
 std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
   const char* what = opKindName(op.kind);
+  failpoints_.delayIfAsked();
   auto injected = failpoints_[op.kind].check();
   if (injected && injected->failinfo == 0) {
     return ncclFailure(what, static_cast<ncclResult_t>(injected->failnum), injected->suffix());

@@ -1,0 +1,35 @@
+-- 50 ms of delay on host h2 (worker b) from 2 s. With netem the kernel delays b's packets; without
+-- it (these machines) the harness delays each of b's operations by 50 ms through the runtime's
+-- mw/gloo/delay failpoint. Either way w2 slows to at most 20 operations a second and nothing
+-- breaks; w1 keeps its throughput.
+scenario {
+  name = "50 ms of delay on one host",
+  description = "delay(h2, 50ms) at 2 s: w2 drops to <= 20 operations per second; no world breaks.",
+  duration = "4s",
+  worlds = {
+    w1 = { heartbeat = "1s" },
+    w2 = { heartbeat = "1s" },
+  },
+  roles = {
+    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
+    a = { host = "h1", worlds = { w1 = 1 } },
+    b = { host = "h2", worlds = { w2 = 1 } },
+  },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "16KiB" } },
+  timeline = { at("2s", delay("h2", "50ms")) },
+  expect = {
+    broken = {},
+    throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
+    check = function(run)
+      local s = run.series.w2.leader
+      local before, after, nb, na = 0, 0, 0, 0
+      for i, t in ipairs(s.t_s) do
+        if t > 1 and t <= 2 then before, nb = before + s.ops[i], nb + 1 end
+        if t > 2.3 and t <= 4 then after, na = after + s.ops[i], na + 1 end
+      end
+      local rb, ra = before / (nb * 0.1), after / (na * 0.1)
+      return rb > 50 and ra <= 21,
+             string.format("w2 at the leader: %.0f operations/s before, %.1f after the delay", rb, ra)
+    end,
+  },
+}
