@@ -19,20 +19,13 @@ namespace {
 
 constexpr auto kCommandLimit = std::chrono::seconds(10);
 
-bool onPath(const char* prog) {
-  for (const char* dir : {"/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
-    std::string p = std::string(dir) + "/" + prog;
-    if (::access(p.c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
+// The program's path in the system directories, or "" when it is not installed.
 std::string which(const char* prog) {
   for (const char* dir : {"/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
     std::string p = std::string(dir) + "/" + prog;
     if (::access(p.c_str(), X_OK) == 0) return p;
   }
-  return prog;
+  return "";
 }
 
 }  // namespace
@@ -44,7 +37,7 @@ Status SimNet::available() {
                   "and tc); run mwchaos as root");
   }
   for (const char* prog : {"ip", "iptables", "tc", "nsenter"}) {
-    if (!onPath(prog)) {
+    if (which(prog).empty()) {
       return Status(Code::kUnavailable, std::string("network faults need the '") + prog +
                                             "' program (apt-get install iproute2 iptables "
                                             "util-linux)");
@@ -91,12 +84,12 @@ Result<SimNet::Holder> SimNet::hold() {
 }
 
 Status SimNet::in(const Holder& h, const std::vector<std::string>& argv) const {
-  std::vector<std::string> cmd = {which("nsenter"), "-t", std::to_string(h.pid), "-n"};
+  // available() checked that every program is installed.
+  std::vector<std::string> cmd = {which("nsenter"), "-t", std::to_string(h.pid), "-n",
+                                  which(argv.at(0).c_str())};
+  cmd.insert(cmd.end(), argv.begin() + 1, argv.end());
   std::string text;
-  for (const auto& a : argv) {
-    cmd.push_back(a == argv[0] ? which(a.c_str()) : a);
-    text += (text.empty() ? "" : " ") + a;
-  }
+  for (const auto& a : argv) text += (text.empty() ? "" : " ") + a;
   auto p = Process::spawn(cmd);
   if (!p.ok()) return p.status();
   std::string err, out;

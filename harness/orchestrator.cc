@@ -148,7 +148,6 @@ class Run {
       }
       net_ = std::move(*net);
     }
-    needs_fifo_ = false;
     for (const auto& a : s_.timeline) {
       if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
       // A delay may have to fall back to the runtime's delay failpoint (no netem).
@@ -353,8 +352,6 @@ class Run {
         w.fifo = std::move(*c);
       }
       removeFifoDir(w);
-    } else if (k == "joinfail") {
-      if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
     } else if (k == "error") {
       std::string msg = line.substr(6);
       if (msg.rfind("unavailable", 0) == 0 && !w.ready) {
@@ -654,7 +651,6 @@ class Run {
   std::map<std::string, uint16_t> ports_;
   std::map<std::string, std::string> devices_;
   std::set<std::string> fifo_roles_;
-  bool needs_fifo_ = false;
   std::map<std::string, Worker> workers_;
   std::unique_ptr<chaos::SimNet> net_;
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled  // simulated hosts, when the scenario places roles on them
