@@ -32,7 +32,15 @@ void waitOn(Channel* ch, WaitFn wait) {
 Buf::Buf(Channel* ch, std::unique_ptr<gloo::transport::UnboundBuffer> ub)
     : ch_(ch), ub_(std::move(ub)) {}
 
-Buf::~Buf() { ch_->unregister(ub_.get()); }
+Buf::~Buf() {
+  // Gloo's loop records every transfer's completion or failure under the buffer's mutex, after it
+  // last touched the memory; the owner drops a Buf only once that has happened (the transfer was
+  // waited for, or the world's connections were seen closed). Taking the mutex here makes that
+  // order one ThreadSanitizer can see: Gloo's own wait in ~UnboundBuffer spins on a relaxed load,
+  // which orders nothing for it.
+  ub_->abortWaitRecv();
+  ch_->unregister(ub_.get());
+}
 
 void Buf::send(int peer, uint64_t slot, size_t offset, size_t nbytes) {
   ub_->send(peer, slot, offset, nbytes);
