@@ -36,7 +36,24 @@ bool readAvailable(int fd, std::string* into) {
 }  // namespace
 
 Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& argv,
-                                                const std::string& netns) {
+                                                const std::string& netns,
+                                                const std::vector<std::string>& env) {
+  // The child's environment: ours, with `env`'s entries replacing those of the same name.
+  std::vector<std::string> vars;
+  for (const auto& e : env) {
+    if (e.find('=') == std::string::npos || e.front() == '=') {
+      return Status(Code::kInvalidArgument, "environment entry '" + e + "': expected NAME=value");
+    }
+  }
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string v = *e;
+    bool replaced = false;
+    for (const auto& o : env) {
+      replaced |= v.compare(0, o.find('=') + 1, o, 0, o.find('=') + 1) == 0;
+    }
+    if (!replaced) vars.push_back(std::move(v));
+  }
+  vars.insert(vars.end(), env.begin(), env.end());
   int ns_fd = -1;
   if (!netns.empty()) {
     ns_fd = ::open(netns.c_str(), O_RDONLY | O_CLOEXEC);
@@ -64,6 +81,9 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& v : vars) envp.push_back(const_cast<char*>(v.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -91,7 +111,7 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
       (void)w;
       ::_exit(126);
     }
-    ::execv(args[0], args.data());
+    ::execve(args[0], args.data(), envp.data());
     const char msg[] = "mwchaos: cannot execute the worker program\n";
     ssize_t w = ::write(2, msg, sizeof(msg) - 1);
     (void)w;

@@ -23,10 +23,13 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   // Starts `argv` (argv[0] a path), in network namespace `netns` (a /proc/<pid>/ns/net path) when
-  // given. kIoError when fork/pipe/open fails; an exec failure shows as exit 127, a namespace that
-  // cannot be entered as exit 126.
+  // given, with this process's environment plus `env` ("NAME=value" entries, each replacing a
+  // variable of that name). kIoError when fork/pipe/open fails, kInvalidArgument for an `env`
+  // entry without '='; an exec failure shows as exit 127, a namespace that cannot be entered as
+  // exit 126.
   static Result<std::unique_ptr<Process>> spawn(const std::vector<std::string>& argv,
-                                                const std::string& netns = "");
+                                                const std::string& netns = "",
+                                                const std::vector<std::string>& env = {});
 
   pid_t pid() const { return pid_; }
   int stdoutFd() const { return out_; }

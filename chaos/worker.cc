@@ -186,11 +186,25 @@ class Worker {
     if (failed.load() > 0) fatal("could not join every world of role '" + role_ + "' in 30 s");
     say("ready " + std::to_string(nowNs()));
     std::vector<std::thread> loops;
-    for (const auto& t : traffic_) loops.emplace_back([this, t] { trafficLoop(t); });
+    std::atomic<int> running{static_cast<int>(traffic_.size())};
+    for (const auto& t : traffic_) {
+      loops.emplace_back([this, t, &running] {
+        trafficLoop(t);
+        --running;
+      });
+    }
     std::thread reporter([this] { reportLoop(); });
     std::thread commands([this] { commandLoop(); });
     commands.detach();  // blocked in read(); the process exits under it
     while (!stopping.load()) std::this_thread::sleep_for(10ms);
+    // Operations in flight get a moment to finish; one that is stuck (a world that no longer moves
+    // data but has not broken yet) is aborted by removing its world, rather than holding the stop
+    // up until its deadline.
+    const auto grace = mw::deadlineIn(500ms);
+    while (running.load() > 0 && mw::Clock::now() < grace) std::this_thread::sleep_for(5ms);
+    if (running.load() > 0) {
+      for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
+    }
     for (auto& l : loops) l.join();
     {
       std::lock_guard lock(joiners_mu_);

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "chaos/fifo_control.h"
+#include "chaos/posix_faults.h"
 #include "chaos/netsim.h"
 #include "chaos/ports.h"
 #include "chaos/process.h"
@@ -149,6 +150,19 @@ class Run {
       net_ = std::move(*net);
     }
     for (const auto& a : s_.timeline) {
+      if (a.kind == "failpoint" && chaos::isPosixPoint(a.point) && posix_env_.empty()) {
+        auto preload = chaos::posixPreload();
+        if (!preload.ok()) {
+          fail(RunOutcome::kUnavailable, preload.status().message());
+          return;
+        }
+        const char* theirs = std::getenv("LD_PRELOAD");
+        posix_env_ = "LD_PRELOAD=" + *preload +
+                     (theirs != nullptr && *theirs != '\0' ? " " + std::string(theirs) : "");
+      }
+      if (a.kind == "failpoint" && chaos::isPosixPoint(a.point)) posix_roles_.insert(a.role);
+    }
+    for (const auto& a : s_.timeline) {
       if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
       // A delay may have to fall back to the runtime's delay failpoint (no netem).
       if (a.kind == "delay") {
@@ -167,6 +181,7 @@ class Run {
   std::vector<std::string> touched(const ActionSpec& a) const {
     if (a.network()) return s_.worldsTouchedBy(a);
     if (a.kind == "remove_world" || a.kind == "add_world") return {a.world};
+    if (chaos::isPosixPoint(a.point)) return s_.worldsOf(a.role);  // the whole process
     if (a.kind == "failpoint" || a.kind == "clear_failpoint") {
       std::string last = a.point.substr(a.point.rfind('/') + 1);
       if (s_.worlds.count(last)) return {last};
@@ -243,7 +258,10 @@ class Run {
       prefix = w.fifo_dir + "/fiu";
     }
     const std::string netns = net_ ? net_->netns(s_.roles.at(role).host) : "";
-    auto p = chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()}, netns);
+    std::vector<std::string> env;
+    if (posix_roles_.count(role)) env.push_back(posix_env_);  // libfiu's POSIX preload
+    auto p = chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()}, netns,
+                                   env);
     if (!p.ok()) {
       fail(RunOutcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
       return false;
@@ -651,6 +669,8 @@ class Run {
   std::map<std::string, uint16_t> ports_;
   std::map<std::string, std::string> devices_;
   std::set<std::string> fifo_roles_;
+  std::set<std::string> posix_roles_;  // started with libfiu's POSIX preload
+  std::string posix_env_;              // "LD_PRELOAD=..." for them
   std::map<std::string, Worker> workers_;
   std::unique_ptr<chaos::SimNet> net_;
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled  // simulated hosts, when the scenario places roles on them

@@ -3,6 +3,8 @@
 // name the file, line and field.
 #include "harness/scenario.h"
 
+#include "chaos/posix_faults.h"
+
 #include <lua.hpp>
 
 #include <algorithm>
@@ -607,8 +609,16 @@ class Validator {
       } else if (as.kind == "failpoint" || as.kind == "clear_failpoint") {
         as.point = str(act->get("point"), aw, path + " point").value_or("");
         if (as.point.empty()) error(aw, path + ": " + as.kind + " needs a point name");
-        if (as.kind == "failpoint") failMode(act->get("mode"), aw, path, s, as);
-        expandBackend(s, as);
+        if (chaos::isPosixPoint(as.point)) {
+          if (auto why = chaos::checkPosixPoint(as.point); !why.empty()) {
+            error(aw, path + ": " + why);
+          } else if (as.kind == "failpoint") {
+            posixMode(act->get("mode"), aw, path, as);
+          }
+        } else {
+          if (as.kind == "failpoint") failMode(act->get("mode"), aw, path, s, as);
+          expandBackend(s, as);
+        }
       } else if (as.kind == "remove_world" || as.kind == "add_world") {
         as.world = str(act->get("world"), aw, path + " world").value_or("");
         auto r = s.roles.find(as.role);
@@ -818,6 +828,33 @@ class Validator {
     if (auto n = num(m->get("failnum"), aw, path + " mode.failnum")) f.failnum = static_cast<int>(*n);
     if (f.failnum == 0) f.failnum = EIO;
     f.failinfo = boolean(m->get("async"), aw, path + " mode.async").value_or(false) ? 1 : 0;
+    f.probability = num(m->get("probability"), aw, path + " mode.probability").value_or(1.0);
+    if (!(f.probability > 0 && f.probability <= 1)) {
+      error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
+    }
+    f.once = boolean(m->get("once"), aw, path + " mode.once").value_or(false);
+  }
+
+  // A POSIX point fails its call with a pinned errno (libfiu's failinfo), never a random one.
+  void posixMode(const LV* m, const std::string& aw, const std::string& path, ActionSpec& as) {
+    const std::string example = "{ errno = \"ECONNRESET\" }";
+    if (m == nullptr || m->t != LV::T::kTable) {
+      error(aw, path + ": POSIX failpoint " + as.point + " needs a mode like " + example +
+                    ": the errno its call fails with");
+      return;
+    }
+    onlyFields(*m, aw, path + " mode", {"errno", "probability", "once"});
+    FailMode& f = as.mode;
+    if (auto e = str(m->get("errno"), aw, path + " mode.errno")) {
+      f.errno_name = *e;
+      for (const auto& k : kErrnos) {
+        if (*e == k.name) f.failinfo = static_cast<uintptr_t>(k.number);
+      }
+      if (f.failinfo == 0) error(aw, path + ": failpoint mode.errno: unknown errno \"" + *e + "\"");
+    } else {
+      error(aw, path + ": POSIX failpoint " + as.point + " needs mode.errno, as in " + example);
+    }
+    f.failnum = 1;  // the preload only asks whether the point fails; the errno is the failinfo
     f.probability = num(m->get("probability"), aw, path + " mode.probability").value_or(1.0);
     if (!(f.probability > 0 && f.probability <= 1)) {
       error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
@@ -1099,10 +1136,16 @@ std::optional<uint64_t> parseBytes(const std::string& text) {
 std::string ActionSpec::describe() const {
   if (kind == "kill") return "kill " + role + " " + signal_name;
   if (kind == "failpoint") {
-    std::string m = "failpoint " + point + " in " + role + " failnum=" + std::to_string(mode.failnum);
-    if (!mode.nccl.empty()) m += " (" + mode.nccl + ")";
-    if (!mode.errno_name.empty()) m += " (" + mode.errno_name + ")";
-    if (mode.failinfo) m += " async";
+    const bool posix = chaos::isPosixPoint(point);
+    std::string m = "failpoint " + point + " in " + role;
+    if (posix) {
+      m += " errno=" + std::to_string(mode.failinfo) + " (" + mode.errno_name + ")";
+    } else {
+      m += " failnum=" + std::to_string(mode.failnum);
+      if (!mode.nccl.empty()) m += " (" + mode.nccl + ")";
+      if (!mode.errno_name.empty()) m += " (" + mode.errno_name + ")";
+      if (mode.failinfo) m += " async";
+    }
     if (mode.probability < 1) m += " p=" + std::to_string(mode.probability).substr(0, 5);
     if (mode.once) m += " once";
     return m;
@@ -1170,6 +1213,17 @@ std::vector<std::string> Scenario::membersOf(const std::string& world) const {
   return out;
 }
 
+namespace {
+std::string posixList() {
+  std::string out;
+  for (const auto& p : chaos::posixPoints()) {
+    std::string name = p.name;
+    out += "    " + name + std::string(name.size() < 24 ? 24 - name.size() : 1, ' ') + p.what + "\n";
+  }
+  return out;
+}
+}  // namespace
+
 std::string describeApi() {
   return R"(Scenario API (docs/scenarios.md has the whole reference)
 
@@ -1201,7 +1255,8 @@ faults (timeline = { at("2s", <fault>), ... })
   heal()   loss(host, 0.2)   bandwidth(host, "10mbit")   delay(host, "50ms" [, "10ms"])
   failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
               mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
-
+  POSIX failpoints (libfiu's preload; the whole process, errno pinned: { errno = "EPIPE" }):
+)" + posixList() + R"(
 nemesis = { faults = { "partition", "loss", "pause", "kill" }, roles = {...}, hosts = {...},
             gap = "2s", hold = "400ms" }   seeded random faults, each undone after hold
             (mwchaos run --duration 10m turns any scenario into a soak)

@@ -79,6 +79,8 @@ check_invalid unknown_role.lua 6 "no role 'nobody'"
 check_invalid lua_error.lua 2 "attempt to perform arithmetic"
 check_invalid no_scenario.lua 1 "exactly once \(found 0\)"
 check_invalid bad_signal.lua 5 "unknown signal \"SIGWHATEVER\""
+check_invalid posix_write.lua 6 "POSIX point 'posix/io/rw/write' is not offered \(the worker's control fifo.*POSIX points: posix/io/rw/writev, "
+check_invalid posix_no_errno.lua 6 "mode.failnum: unknown field"
 [ -e "$work/never" ] && fail "an invalid scenario wrote reports"
 
 # A wrong expectation: exit 1, a JUnit failure that names the world and what happened.

@@ -7,10 +7,11 @@ namespace mw::detail {
 namespace {
 
 // Gloo treats a timeout as fatal for the whole context; that is what we want at an operation's
-// deadline, since passing it breaks the world anyway.
+// deadline, since passing it breaks the world anyway. Rounded up, so that when Gloo gives up the
+// deadline has passed and the failure is reported as the operation's timeout.
 std::chrono::milliseconds glooTimeout(Deadline d) {
-  auto left = remaining(d);
-  return left.count() > 0 ? left : std::chrono::milliseconds(1);
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(d - Clock::now());
+  return std::max(left + std::chrono::milliseconds(1), std::chrono::milliseconds(1));
 }
 
 template <typename WaitFn>
