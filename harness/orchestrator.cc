@@ -356,6 +356,16 @@ class Run {
       e.detail = p.size() > 7 ? p[7] + (p.size() > 8 ? " " + p[8] : "") : "";
       res_.record.events.push_back(e);
       state_[e.world + "/" + w.role] = e.kind;
+    } else if (k == "joinfail" && p.size() >= 3) {
+      // A join that failed (the worker tries again): an event of its own, with the error.
+      EventRec e;
+      e.t = rel(std::stoll(p[1]));
+      e.role = w.role;
+      e.world = p[2];
+      e.kind = "join_failed";
+      size_t at = line.find(' ', line.find(' ', line.find(' ') + 1) + 1);
+      e.detail = at == std::string::npos ? "" : line.substr(at + 1);
+      res_.record.events.push_back(e);
     } else if (k == "ready") {
       w.ready = true;
     } else if (k == "fifo" && p.size() >= 2) {

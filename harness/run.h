@@ -14,7 +14,7 @@ struct EventRec {
   double t = 0;
   std::string role;
   std::string world;
-  std::string kind;  // created | broken | removed
+  std::string kind;  // created | broken | removed | join_failed (detail: the error)
   uint64_t generation = 0;
   std::string cause;  // for broken
   int peer = -1;

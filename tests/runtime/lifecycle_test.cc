@@ -107,3 +107,31 @@ TEST_CASE("a broken world's name is free again as soon as it is removed", "[runt
   joinPair(m0, m1, "again");
   CHECK(m0.world("again")->generation == 2);  // the refused attempt above reserved nothing
 }
+
+TEST_CASE("a member that joins long after the first does not make the new world break",
+          "[runtime][lifecycle]") {
+  // Rank 0 hosts the store and waits in the rendezvous for 3 heartbeat timeouts before rank 1
+  // comes; the members' links sat idle all that time. Neither the store nor rank 0 may take that
+  // wait for silence once the world is up.
+  mw::WorldManager m0, m1;
+  auto sub0 = m0.subscribe();
+  mw::WorldOptions o;
+  o.name = "late";
+  o.size = 2;
+  o.rank = 0;
+  o.heartbeat_timeout = 200ms;
+  auto j0 = m0.initWorldAsync(o, mw::deadlineIn(mw::test::scaled(10000)));
+  o.rank = 1;
+  o.store.port = mw::test::LocalWorld::waitForPort(m0, "late");
+  REQUIRE(o.store.port != 0);
+  std::this_thread::sleep_for(600ms);
+  REQUIRE(m1.initWorld(o, mw::deadlineIn(mw::test::scaled(10000))).ok());
+  REQUIRE(j0.wait(mw::deadlineIn(mw::test::scaled(10000))).ok());
+  std::this_thread::sleep_for(500ms);  // more than two timeouts of normal running
+  for (auto* m : {&m0, &m1}) {
+    auto info = m->world("late");
+    REQUIRE(info.ok());
+    INFO((info->broken ? info->broken->detail : std::string("healthy")));
+    CHECK(info->state == mw::WorldState::kHealthy);
+  }
+}

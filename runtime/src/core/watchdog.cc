@@ -78,7 +78,8 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
     }
     return false;
   }
-  if (revents != 0) {
+  if (revents != 0 || e.fresh) {
+    e.fresh = false;
     auto notices = link->readNotices();
     if (!notices.ok()) {
       w.breakWorld(Cause::kPeerDied, 0,

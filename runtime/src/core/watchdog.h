@@ -30,6 +30,9 @@ class Watchdog {
   struct Entry {
     std::shared_ptr<World> world;
     Clock::time_point next_heartbeat;
+    // Not serviced yet: the link sat unread while the world initialized, so what the store sent
+    // meanwhile is read before its silence is judged.
+    bool fresh = true;
   };
 
   void loop(std::stop_token st);

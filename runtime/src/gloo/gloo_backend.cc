@@ -394,7 +394,10 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     attr.hostname = config.bind_host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(config.rank, config.size);
-    ctx->setTimeout(std::max(std::chrono::milliseconds(1), remaining(deadline)));
+    // Gloo waits up to five times the context's timeout for a pair to connect
+    // (Pair::waitUntilConnected), for instance for a peer that read a stale address from a store
+    // about to close and will never come: a fifth of what is left keeps that within our deadline.
+    ctx->setTimeout(std::max(std::chrono::milliseconds(1), remaining(deadline) / 5));
     StoreAdapter adapter(store, "gloo/", deadline);
     ctx->connectFullMesh(adapter, device);
     // Our waits pass their own deadlines; this only bounds calls that pass none.

@@ -174,6 +174,9 @@ class Server final : public StoreServer {
   uint64_t next_id_ = 1;
   KvTable table_;
   std::vector<uint64_t> members_;   // rank -> conn id, 0 when not joined
+  // Every rank has joined once. Silence is judged only from then on: until the last member comes,
+  // the others wait in the world's rendezvous and send nothing on their links.
+  bool assembled_ = false;
   std::deque<MemberEvent> events_;  // member losses not yet announced
   bool broken_recorded_ = false;
   Clock::time_point next_ping_{};

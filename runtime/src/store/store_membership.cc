@@ -16,7 +16,7 @@ void Server::runTimers(Clock::time_point now) {
                                   : "keys " + quoteKeys(w.keys) + " were not all set";
       queue(*c, msg::Timeout{what + " within " + std::to_string(w.timeout_ms) + " ms"});
     }
-    if (c->rank >= 0 && now - c->last_heard >= timeout_) checkSilence(*c, now);
+    if (assembled_ && c->rank >= 0 && now - c->last_heard >= timeout_) checkSilence(*c, now);
   }
   if (now < next_ping_) return;
   for (uint64_t id : members_) {
@@ -28,7 +28,9 @@ void Server::runTimers(Clock::time_point now) {
 
 void Server::checkSilence(Conn& c, Clock::time_point now) {
   readAvailable(c);  // bytes that arrived since the last poll still count
-  if (c.state != ConnState::kOpen || c.rank < 0 || now - c.last_heard < timeout_) return;
+  if (!assembled_ || c.state != ConnState::kOpen || c.rank < 0 || now - c.last_heard < timeout_) {
+    return;
+  }
   auto silent = std::chrono::duration_cast<milliseconds>(Clock::now() - c.last_heard).count();
   closeConn(c, Cause::kPeerSilent,
             "rank " + std::to_string(c.rank) + " silent for " + std::to_string(silent) + " ms",
@@ -48,6 +50,14 @@ void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
   c.rank = static_cast<int>(m.rank);
   c.last_heard = Clock::now();
   members_[static_cast<size_t>(c.rank)] = c.id;
+  if (!assembled_ && std::find(members_.begin(), members_.end(), 0) == members_.end()) {
+    // The world is complete: every member's silence is timed from now.
+    assembled_ = true;
+    const auto now = Clock::now();
+    for (uint64_t id : members_) {
+      if (Conn* m = find(id)) m->last_heard = now;
+    }
+  }
   setKey("mw/member/" + std::to_string(c.rank), "1");
   queue(c, msg::JoinOk{interval_.count(), timeout_.count()});
 }

@@ -62,7 +62,7 @@ Clock::time_point Server::nextTimer() const {
     if (c->state == ConnState::kLingering) next = std::min(next, c->linger_until);
     if (c->rank >= 0) {
       has_members = true;
-      next = std::min(next, c->last_heard + timeout_);
+      if (assembled_) next = std::min(next, c->last_heard + timeout_);
     }
   }
   if (has_members) next = std::min(next, next_ping_);
