@@ -1,6 +1,12 @@
 #include "chaos/netsim.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <fcntl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -150,6 +156,37 @@ SimNet::~SimNet() {
     ::kill(switch_.pid, SIGKILL);
     ::waitpid(switch_.pid, nullptr, 0);
   }
+}
+
+namespace {
+ino_t netnsInode(pid_t pid) {
+  struct stat st {};
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+}  // namespace
+
+std::vector<ino_t> SimNet::namespaceInodes() const {
+  std::vector<ino_t> out;
+  if (switch_.pid > 0) out.push_back(netnsInode(switch_.pid));
+  for (const auto& [name, h] : hosts_) out.push_back(netnsInode(h.pid));
+  std::erase(out, ino_t{0});
+  return out;
+}
+
+int namespacesAlive(const std::vector<ino_t>& inodes) {
+  std::set<ino_t> alive;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return 0;
+  while (dirent* ent = ::readdir(dir)) {
+    char* end = nullptr;
+    long pid = std::strtol(ent->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    ino_t ino = netnsInode(static_cast<pid_t>(pid));
+    if (std::find(inodes.begin(), inodes.end(), ino) != inodes.end()) alive.insert(ino);
+  }
+  ::closedir(dir);
+  return static_cast<int>(alive.size());
 }
 
 std::string SimNet::address(const std::string& host) const {

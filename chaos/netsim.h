@@ -49,6 +49,10 @@ class SimNet {
   // Removes every rule and qdisc: the network is whole again.
   Status heal();
 
+  // The inode numbers of its network namespaces (the switch's and every host's), for
+  // namespacesAlive() once it is gone.
+  std::vector<ino_t> namespaceInodes() const;
+
  private:
   SimNet() = default;
   struct Holder {
@@ -64,5 +68,10 @@ class SimNet {
   std::map<std::string, Holder> hosts_;
   std::map<std::string, std::string> addrs_;
 };
+
+// How many of the network namespaces `inodes` some process still holds (by /proc/*/ns/net): zero
+// once a SimNet is destroyed and no worker of it is left, since the kernel then removes each
+// namespace with its veths, bridge and firewall rules.
+int namespacesAlive(const std::vector<ino_t>& inodes);
 
 }  // namespace mw::chaos

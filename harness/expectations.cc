@@ -344,12 +344,13 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
                    e.where});
   }
   if (e.no_orphans) {
-    std::string left = std::to_string(r.leftover_processes) + " processes";
+    std::string left = std::to_string(r.leftover_processes) + " processes, " +
+                       std::to_string(r.leftover_namespaces) + " network namespaces";
     for (const auto& f : r.leftover_files) left += ", " + f;
-    bool clean = r.leftover_processes == 0 && r.leftover_files.empty();
+    bool clean = r.leftover_processes == 0 && r.leftover_namespaces == 0 && r.leftover_files.empty();
     out.push_back({"no orphan process or file is left", "", clean ? "pass" : "fail",
                    clean ? "0" : left, "0",
-                   clean ? "no worker process, fifo or temporary directory remained"
+                   clean ? "no worker process, fifo, temporary directory or network namespace remained"
                          : "left behind: " + left,
                    e.where});
   }

@@ -664,6 +664,13 @@ class Run {
       res_.record.leftover_processes += alive;
       w.proc.reset();
     }
+    if (net_) {
+      // The holders die with net_, and the kernel removes each namespace with its veths, bridge
+      // and rules once nothing is left in it: count any that some process still holds.
+      auto inodes = net_->namespaceInodes();
+      net_.reset();
+      res_.record.leftover_namespaces = chaos::namespacesAlive(inodes);
+    }
     for (auto& [role, w] : workers_) {
       if (!w.fifo_dir.empty()) {
         struct stat st {};

@@ -65,6 +65,7 @@ struct RunRecord {
   std::vector<FaultRec> faults;
   std::vector<WorkerRec> workers;
   int leftover_processes = 0;
+  int leftover_namespaces = 0;  // simulated hosts' network namespaces still alive after the run
   std::vector<std::string> leftover_files;
   double harness_cpu = 0;  // seconds of CPU the harness used
   double workers_cpu = 0;  // seconds of CPU its workers used

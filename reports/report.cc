@@ -60,6 +60,7 @@ json runJson(const Scenario& s, const RunRecord& r) {
   run["workers_cpu_s"] = r3(r.workers_cpu);
   run["harness_errors"] = r.harness_errors;
   run["leftover_processes"] = r.leftover_processes;
+  run["leftover_namespaces"] = r.leftover_namespaces;
   run["leftover_files"] = r.leftover_files;
   run["faults"] = json::array();
   for (const auto& f : r.faults) {
@@ -286,6 +287,7 @@ RunRecord runFromJson(const json& doc) {
   r.workers_cpu = run.value("workers_cpu_s", 0.0);
   r.harness_errors = run.value("harness_errors", std::vector<std::string>());
   r.leftover_processes = run.value("leftover_processes", 0);
+  r.leftover_namespaces = run.value("leftover_namespaces", 0);
   r.leftover_files = run.value("leftover_files", std::vector<std::string>());
   for (const auto& f : run.value("faults", json::array())) {
     FaultRec x;
