@@ -35,8 +35,8 @@ scenario {
            e.t_s < 5.2 and e.detail:find("refused") then
           refused = refused + 1
         end
-        if e.world == "w2" and e.kind == "broken" and e.generation >= 2 then
-          later_breaks = later_breaks + 1  -- the new generation must stay up
+        if e.world == "w2" and e.kind == "broken" and e.generation >= 2 and e.t_s < 6.9 then
+          later_breaks = later_breaks + 1  -- the new generation must stay up (until the stop at 7 s)
         end
         if e.role == "b" and e.world == "w2" and e.kind == "created" and e.generation >= 2 and
            e.t_s > 5 then
