@@ -176,16 +176,10 @@ std::vector<ino_t> SimNet::namespaceInodes() const {
 
 int namespacesAlive(const std::vector<ino_t>& inodes) {
   std::set<ino_t> alive;
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return 0;
-  while (dirent* ent = ::readdir(dir)) {
-    char* end = nullptr;
-    long pid = std::strtol(ent->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    ino_t ino = netnsInode(static_cast<pid_t>(pid));
+  for (pid_t pid : allPids()) {
+    ino_t ino = netnsInode(pid);
     if (std::find(inodes.begin(), inodes.end(), ino) != inodes.end()) alive.insert(ino);
   }
-  ::closedir(dir);
   return static_cast<int>(alive.size());
 }
 

@@ -199,15 +199,23 @@ std::string Process::exitText() const {
 bool Process::readStdout(std::string* into) { return readAvailable(out_, into); }
 bool Process::readStderr(std::string* into) { return readAvailable(err_, into); }
 
-int aliveInGroup(pid_t pgid) {
-  int n = 0;
+std::vector<pid_t> allPids() {
+  std::vector<pid_t> out;
   DIR* d = ::opendir("/proc");
-  if (d == nullptr) return 0;
+  if (d == nullptr) return out;
   while (dirent* e = ::readdir(d)) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    if (*end == '\0' && pid > 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+int aliveInGroup(pid_t pgid) {
+  int n = 0;
+  for (pid_t pid : allPids()) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!std::getline(stat, line)) continue;
     // pid (comm) state ppid pgrp ...: comm may hold spaces, so parse after the last ')'.
@@ -218,7 +226,6 @@ int aliveInGroup(pid_t pgid) {
     if (std::sscanf(line.c_str() + close + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
     if (pgrp == pgid && state != 'Z') ++n;
   }
-  ::closedir(d);
   return n;
 }
 

@@ -69,4 +69,7 @@ class Process {
 // The processes of process group `pgid` that are still alive (for orphan checks).
 int aliveInGroup(pid_t pgid);
 
+// Every process id listed in /proc at this moment (empty when /proc cannot be read).
+std::vector<pid_t> allPids();
+
 }  // namespace mw::chaos

@@ -69,6 +69,10 @@ exit codes:
   3  this machine cannot run a scenario (no GPU, no failpoints...): what is missing is printed
 When several scenarios run, the code is the first of 2, 1, 3, 0 that applies.
 
+environment:
+  MW_FIU_POSIX_PRELOAD  libfiu's fiu_posix_preload.so, for posix/... failpoints (default: the one
+                        found at build time; Debian/Ubuntu: apt-get install libfiu0)
+
 examples:
   mwchaos run scenarios/demo_worker_killed.lua
   mwchaos run --backend gloo -o out scenarios/

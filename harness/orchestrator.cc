@@ -150,19 +150,7 @@ class Run {
       net_ = std::move(*net);
     }
     for (const auto& a : s_.timeline) {
-      if (a.kind == "failpoint" && chaos::isPosixPoint(a.point) && posix_env_.empty()) {
-        auto preload = chaos::posixPreload();
-        if (!preload.ok()) {
-          fail(RunOutcome::kUnavailable, preload.status().message());
-          return;
-        }
-        const char* theirs = std::getenv("LD_PRELOAD");
-        posix_env_ = "LD_PRELOAD=" + *preload +
-                     (theirs != nullptr && *theirs != '\0' ? " " + std::string(theirs) : "");
-      }
       if (a.kind == "failpoint" && chaos::isPosixPoint(a.point)) posix_roles_.insert(a.role);
-    }
-    for (const auto& a : s_.timeline) {
       if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
       // A delay may have to fall back to the runtime's delay failpoint (no netem).
       if (a.kind == "delay") {
@@ -170,6 +158,16 @@ class Run {
           if (r.host == a.host) fifo_roles_.insert(name);
         }
       }
+    }
+    if (!posix_roles_.empty()) {
+      auto preload = chaos::posixPreload();
+      if (!preload.ok()) {
+        fail(RunOutcome::kUnavailable, preload.status().message());
+        return;
+      }
+      const char* theirs = std::getenv("LD_PRELOAD");
+      posix_env_ = "LD_PRELOAD=" + *preload +
+                   (theirs != nullptr && *theirs != '\0' ? " " + std::string(theirs) : "");
     }
     for (const auto& a : s_.timeline) {
       res_.record.faults.push_back(FaultRec{a.describe(), a.kind, a.role, a.where,

@@ -801,6 +801,28 @@ class Validator {
     }
   }
 
+  // mode.errno by name: its number, or nullopt (and an error when it is there but unknown).
+  // `name` receives the name as written.
+  std::optional<int> errnoField(const LV& m, const std::string& aw, const std::string& path,
+                                std::string* name) {
+    auto e = str(m.get("errno"), aw, path + " mode.errno");
+    if (!e) return std::nullopt;
+    *name = *e;
+    for (const auto& k : kErrnos) {
+      if (*e == k.name) return k.number;
+    }
+    error(aw, path + ": failpoint mode.errno: unknown errno \"" + *e + "\"");
+    return std::nullopt;
+  }
+
+  void probabilityAndOnce(const LV& m, const std::string& aw, const std::string& path, FailMode& f) {
+    f.probability = num(m.get("probability"), aw, path + " mode.probability").value_or(1.0);
+    if (!(f.probability > 0 && f.probability <= 1)) {
+      error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
+    }
+    f.once = boolean(m.get("once"), aw, path + " mode.once").value_or(false);
+  }
+
   void failMode(const LV* m, const std::string& aw, const std::string& path, const Scenario& s,
                 ActionSpec& as) {
     (void)s;
@@ -811,13 +833,7 @@ class Validator {
     }
     onlyFields(*m, aw, path + " mode", {"errno", "nccl", "failnum", "async", "probability", "once"});
     FailMode& f = as.mode;
-    if (auto e = str(m->get("errno"), aw, path + " mode.errno")) {
-      f.errno_name = *e;
-      for (const auto& k : kErrnos) {
-        if (*e == k.name) f.failnum = k.number;
-      }
-      if (f.failnum == 0) error(aw, path + ": failpoint mode.errno: unknown errno \"" + *e + "\"");
-    }
+    if (auto e = errnoField(*m, aw, path, &f.errno_name)) f.failnum = *e;
     if (auto n = str(m->get("nccl"), aw, path + " mode.nccl")) {
       f.nccl = *n;
       for (const auto& k : kNcclResults) {
@@ -828,11 +844,7 @@ class Validator {
     if (auto n = num(m->get("failnum"), aw, path + " mode.failnum")) f.failnum = static_cast<int>(*n);
     if (f.failnum == 0) f.failnum = EIO;
     f.failinfo = boolean(m->get("async"), aw, path + " mode.async").value_or(false) ? 1 : 0;
-    f.probability = num(m->get("probability"), aw, path + " mode.probability").value_or(1.0);
-    if (!(f.probability > 0 && f.probability <= 1)) {
-      error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
-    }
-    f.once = boolean(m->get("once"), aw, path + " mode.once").value_or(false);
+    probabilityAndOnce(*m, aw, path, f);
   }
 
   // A POSIX point fails its call with a pinned errno (libfiu's failinfo), never a random one.
@@ -845,21 +857,13 @@ class Validator {
     }
     onlyFields(*m, aw, path + " mode", {"errno", "probability", "once"});
     FailMode& f = as.mode;
-    if (auto e = str(m->get("errno"), aw, path + " mode.errno")) {
-      f.errno_name = *e;
-      for (const auto& k : kErrnos) {
-        if (*e == k.name) f.failinfo = static_cast<uintptr_t>(k.number);
-      }
-      if (f.failinfo == 0) error(aw, path + ": failpoint mode.errno: unknown errno \"" + *e + "\"");
-    } else {
+    if (auto e = errnoField(*m, aw, path, &f.errno_name)) {
+      f.failinfo = static_cast<uintptr_t>(*e);
+    } else if (f.errno_name.empty()) {
       error(aw, path + ": POSIX failpoint " + as.point + " needs mode.errno, as in " + example);
     }
     f.failnum = 1;  // the preload only asks whether the point fails; the errno is the failinfo
-    f.probability = num(m->get("probability"), aw, path + " mode.probability").value_or(1.0);
-    if (!(f.probability > 0 && f.probability <= 1)) {
-      error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
-    }
-    f.once = boolean(m->get("once"), aw, path + " mode.once").value_or(false);
+    probabilityAndOnce(*m, aw, path, f);
   }
 
   void expect(const LV* v, const std::string& w, Scenario& s) {

@@ -38,7 +38,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
     check(v.status());
     return std::vector<char>(v->begin(), v->end());
   }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, remaining(deadline_)); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, {}); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
     std::vector<std::string> full;
     for (const auto& k : keys) full.push_back(prefix_ + k);
