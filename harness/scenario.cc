@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -28,7 +29,8 @@ local getinfo = debug.getinfo
 local function where()
   local i = getinfo(3, "Sl")
   if not i then return "?" end
-  local src = i.source:sub(1, 1) == "@" and i.source:sub(2) or i.short_src
+  local src = i.source == "=scenario" and __mw_file or i.source:sub(1, 1) == "@" and i.source:sub(2)
+              or i.short_src
   return src .. ":" .. (i.currentline or 0)
 end
 local function tagged(kind, t, w)
@@ -1055,14 +1057,28 @@ LoadResult loadScenario(const std::string& path, const LoadOptions& options) {
   lua_pushinteger(L, static_cast<lua_Integer>(options.seed.value_or(0x5eed)));
   lua_call(L, 1, 0);
   lua_settop(L, 0);
-  if (luaL_loadfilex(L, path.c_str(), "t") != LUA_OK) {
-    std::string err = lua_tostring(L, -1);
-    if (err.rfind("cannot open", 0) == 0) err = path + ": " + err;
-    out.errors.push_back(err);
+  // Lua cuts a long file name short in its messages ("...me/scenarios/x.lua:5: ..."): the chunk
+  // is loaded under a short name, which its messages then get back as the whole path.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    out.errors.push_back(path + ": cannot open: " + std::strerror(errno));
+    return out;
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string chunk = "scenario";
+  auto named = [&](const char* msg) {
+    std::string m = msg != nullptr ? msg : "error";
+    if (m.rfind(chunk + ":", 0) == 0) return path + m.substr(chunk.size());
+    return m;
+  };
+  lua_pushstring(L, path.c_str());
+  lua_setglobal(L, "__mw_file");
+  if (luaL_loadbufferx(L, text.data(), text.size(), ("=" + chunk).c_str(), "t") != LUA_OK) {
+    out.errors.push_back(named(lua_tostring(L, -1)));
     return out;
   }
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
-    out.errors.push_back(lua_tostring(L, -1) ? lua_tostring(L, -1) : path + ": error");
+    out.errors.push_back(named(lua_tostring(L, -1)));
     return out;
   }
   lua_getglobal(L, "__mw_scenarios");

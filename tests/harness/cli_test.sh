@@ -81,6 +81,14 @@ check_invalid no_scenario.lua 1 "exactly once \(found 0\)"
 check_invalid bad_signal.lua 5 "unknown signal \"SIGWHATEVER\""
 check_invalid posix_write.lua 6 "POSIX point 'posix/io/rw/write' is not offered \(the worker's control fifo.*POSIX points: posix/io/rw/writev, "
 check_invalid posix_no_errno.lua 6 "mode.failnum: unknown field"
+# Lua shortens long file names in its own messages; the harness gives the whole path back.
+long="$work/a-folder-whose-name-is-long-enough-that-lua-would-cut-it/and-deeper"
+mkdir -p "$long"
+cp "$inv/syntax_error.lua" "$inv/lua_error.lua" "$long/"
+expect_rc 2 "syntax error under a long path" "$mwchaos" validate "$long/syntax_error.lua"
+expect_out "syntax error under a long path" "^$long/syntax_error.lua:5: '}' expected"
+expect_rc 2 "Lua error under a long path" "$mwchaos" validate "$long/lua_error.lua"
+expect_out "Lua error under a long path" "^$long/lua_error.lua:2: attempt to perform arithmetic"
 [ -e "$work/never" ] && fail "an invalid scenario wrote reports"
 
 # A wrong expectation: exit 1, a JUnit failure that names the world and what happened.
