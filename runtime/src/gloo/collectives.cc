@@ -14,9 +14,7 @@ namespace mw::detail {
 namespace {
 
 constexpr uint32_t kDescMagic = 0x4d57434f;  // "MWCO"
-constexpr size_t kSegmentBytes =
-    512 << 10;  // pipelining granularity of ring steps  // pipelining granularity of ring steps  //
-                // pipelining granularity of ring steps  // pipelining granularity of ring steps
+constexpr size_t kSegmentBytes = 512 << 10;  // pipelining granularity of ring steps
 
 // Gloo's own collectives use slot prefixes 0x01-0x08 in the top byte; ours stay clear of them.
 enum SlotClass : uint64_t {

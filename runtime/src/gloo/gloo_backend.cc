@@ -5,6 +5,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -60,11 +61,13 @@ class StoreAdapter : public gloo::rendezvous::Store {
 // Gives a thread that is about to wait for a newly queued operation the chance to run it itself
 // before the executor thread takes it.
 constexpr auto kExecutorGrace = std::chrono::microseconds(100);
-// How long an aborted world waits for Gloo's loop to close its shut-down connections. It takes
-// about a millisecond; the bound only matters on a machine so loaded (or a sanitizer build so slow)
-// that Gloo's loop lags, and destroying a pair that Gloo's loop is still handling can deadlock
-// inside Gloo (see pair_sockets.h), so it is generous.
-constexpr auto kQuietLimit = std::chrono::seconds(5);
+// How long an aborted world lets Gloo's loop close its shut-down connections itself (about a
+// millisecond; longer on a loaded machine or in a sanitizer build) before it closes the ones left
+// from outside (see pair_sockets.h).
+constexpr auto kQuietGrace = std::chrono::milliseconds(100);
+// A failure breaks the world, which aborts us, possibly on another thread (the one that saw the
+// failure first); how long a failed operation waits for that abort before it lets go regardless.
+constexpr auto kAbortLimit = std::chrono::seconds(5);
 
 class GlooBackend final : public Backend, public std::enable_shared_from_this<GlooBackend> {
  public:
@@ -113,12 +116,16 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   void reportGlooError(Pending& p, const std::string& what);
   void finish(Pending& p, Status s);
   Status abortReason();
-  void waitConnectionsQuiet(std::chrono::milliseconds limit);
+  // After an abort: returns once every connection of the world is closed, after closing the ones
+  // Gloo's loop has not closed within kQuietGrace. Gloo no longer touches any buffer then.
+  void waitConnectionsQuiet();
 
   const GlooConfig cfg_;
   std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;  // reset under close_mu_ at shutdown
   const PairSockets sockets_;
+  std::mutex close_mu_;  // serializes closing the pairs with dropping ctx_
+  std::atomic<bool> cut_{false};  // abort() has shut the sockets down
   Channel channel_;
   BackendErrorHandler on_error_;
   const OpFailPoints failpoints_;
@@ -323,7 +330,7 @@ void GlooBackend::finish(Pending& p, Status s) {
   // After a failure Gloo's loop may still be signalling or filling this operation's buffers until
   // it has closed the world's (shut down) connections: only then are they ours to drop, and only
   // after that may the caller free the memory they point to.
-  if (!s.ok()) waitConnectionsQuiet(kQuietLimit);
+  if (!s.ok()) waitConnectionsQuiet();
   p.header_buf.reset();
   p.data_buf.reset();
   p.collective.reset();
@@ -336,11 +343,21 @@ Status GlooBackend::abortReason() {
   return Status(Code::kBackendError, "world '" + cfg_.world + "': operation failed");
 }
 
-void GlooBackend::waitConnectionsQuiet(std::chrono::milliseconds limit) {
-  auto until = deadlineIn(limit);
+void GlooBackend::waitConnectionsQuiet() {
+  auto abort_limit = deadlineIn(kAbortLimit);
+  while (!cut_.load() && Clock::now() < abort_limit) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (!cut_.load()) return;  // never aborted: nothing to wait for
+  auto until = deadlineIn(kQuietGrace);
   while (!sockets_.allClosed() && Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  if (sockets_.allClosed()) return;
+  // The channel is aborted and the sockets are shut down, so every operation of the world has
+  // failed or is failing: nothing waits on these pairs any more.
+  std::lock_guard lock(close_mu_);
+  if (ctx_) sockets_.closeStragglers(*ctx_);
 }
 
 void GlooBackend::abort(const Status& reason) {
@@ -356,6 +373,7 @@ void GlooBackend::abort(const Status& reason) {
   // itself instead of spinning on unread bytes (see pair_sockets.h). The executor fails the
   // queued operations once that is done; abort itself never waits (the watchdog calls it).
   sockets_.shutdownAll();
+  cut_.store(true);
   cv_.notify_all();
 }
 
@@ -366,7 +384,13 @@ void GlooBackend::shutdown() {
     shut_down_ = true;
   }
   abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
-  executor_.request_stop();
+  {
+    // Under mu_: the executor reads the stop request in its wait predicate, under mu_. Requested
+    // without it, the request and the notification could both fall between the executor's
+    // check and its sleep, and the executor (and this join) would wait forever.
+    std::lock_guard lock(mu_);
+    executor_.request_stop();
+  }
   cv_.notify_all();
   if (executor_.joinable()) executor_.join();
   {
@@ -375,7 +399,8 @@ void GlooBackend::shutdown() {
     cv_.wait(lock, [&] { return !executing_; });
     buryLocked(lock);
   }
-  waitConnectionsQuiet(kQuietLimit);
+  waitConnectionsQuiet();
+  std::lock_guard lock(close_mu_);
   ctx_.reset();
   device_.reset();
 }
@@ -405,7 +430,7 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     ctx->connectFullMesh(adapter, device);
     // Our waits pass their own deadlines; this only bounds calls that pass none.
     ctx->setTimeout(std::chrono::hours(24));
-    auto sockets = PairSockets::find(*ctx, config.rank, config.size, store, deadline);
+    auto sockets = PairSockets::find(*ctx, config.rank, config.size);
     return std::shared_ptr<Backend>(std::make_shared<GlooBackend>(
         config, std::move(device), std::move(ctx), std::move(sockets), std::move(on_error),
         std::move(failpoints)));

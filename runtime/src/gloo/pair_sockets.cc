@@ -33,22 +33,6 @@ bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   return false;
 }
 
-// The listening address peer `peer` published for its pair with `rank`.
-bool peerAddress(StoreClient& store, int peer, int rank, int size, Deadline deadline,
-                 sockaddr_storage* out) {
-  auto all = store.get("gloo/" + std::to_string(peer), deadline);
-  if (!all.ok() || size < 2 || all->size() % (size - 1) != 0) return false;
-  const size_t chunk = all->size() / (size - 1);
-  const size_t index = rank < peer ? rank : rank - 1;  // peers list every rank but themselves
-  std::vector<char> bytes(all->begin() + index * chunk, all->begin() + (index + 1) * chunk);
-  try {
-    *out = gloo::transport::tcp::Address(bytes).getSockaddr();
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 // "[ip]:port", the way Gloo's Address::str() prints an address.
 std::string printable(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -74,25 +58,19 @@ int PairSockets::peerIn(const std::string& text) const {
   return -1;
 }
 
-PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size, StoreClient& store,
-                              Deadline deadline) {
+PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size) {
   PairSockets out;
   struct Endpoint {
     int rank;
     sockaddr_storage addr;
   };
-  std::vector<Endpoint> locals, remotes;
+  std::vector<Endpoint> locals;
   for (int i = 0; i < size; ++i) {
     if (i == rank) continue;
     auto& pair = ctx.getPair(i);
     if (!pair) continue;
     const auto& self = static_cast<const gloo::transport::tcp::Address&>(pair->address());
     locals.push_back({i, self.getSockaddr()});
-    sockaddr_storage remote{};
-    if (peerAddress(store, i, rank, size, deadline, &remote)) {
-      remotes.push_back({i, remote});
-      out.peers_.push_back({i, printable(remote)});  // how the listening side names its peer
-    }
   }
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return out;
@@ -108,33 +86,42 @@ PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size, StoreClien
         ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&remote), &rl) != 0) {
       continue;  // not connected (a listener, or something else)
     }
-    int peer = -1;
-    for (const auto& l : locals) peer = sameEndpoint(l.addr, local) ? l.rank : peer;
-    for (const auto& r : remotes) peer = sameEndpoint(r.addr, remote) ? r.rank : peer;
-    if (peer < 0) continue;
-    out.socks_.push_back({static_cast<int>(fd), st.st_ino});
-    // How the connecting side names its peer: the address at the other end of this socket.
-    out.peers_.push_back({peer, printable(remote)});
+    for (const auto& l : locals) {
+      if (!sameEndpoint(l.addr, local)) continue;
+      out.socks_.push_back({static_cast<int>(fd), st.st_ino, l.rank});
+      // Gloo names the peer in its errors by the address at the other end of this socket.
+      out.peers_.push_back({l.rank, printable(remote)});
+      break;
+    }
   }
   ::closedir(dir);
   return out;
 }
 
+bool PairSockets::open(const Ref& s) const {
+  struct stat st;
+  return ::fstat(s.fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == s.inode;
+}
+
 void PairSockets::shutdownAll() const {
   for (const auto& s : socks_) {
-    struct stat st;
-    if (::fstat(s.fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == s.inode) {
-      ::shutdown(s.fd, SHUT_RDWR);
-    }
+    if (open(s)) ::shutdown(s.fd, SHUT_RDWR);
   }
 }
 
 bool PairSockets::allClosed() const {
   for (const auto& s : socks_) {
-    struct stat st;
-    if (::fstat(s.fd, &st) == 0 && st.st_ino == s.inode) return false;
+    if (open(s)) return false;
   }
   return true;
+}
+
+void PairSockets::closeStragglers(gloo::Context& ctx) const {
+  for (const auto& s : socks_) {
+    if (!open(s)) continue;
+    auto& pair = ctx.getPair(s.peer);
+    if (pair) pair->close();
+  }
 }
 
 }  // namespace mw::detail

@@ -2,12 +2,15 @@
 //
 // Why: when a world is aborted, data may still arrive for Gloo buffers we have dropped. Gloo's
 // event loop then spins on the unread bytes, and Gloo's own close paths (Pair::close, ~Pair) take
-// the pair's mutex and wait for a loop tick, which deadlocks if the loop is handling that pair at
-// that moment. shutdown(2) on the socket instead makes the loop see end-of-file and close the pair
-// itself on its own thread, where no wait happens. Debian's Gloo ships no header that exposes a
-// pair's descriptor, so the sockets are found by address: our side of each pair listens on the
-// address Gloo published for it, and the connections we opened go to the addresses our peers
-// published in the world's store.
+// the pair's mutex and wait for a loop tick. shutdown(2) on the socket instead makes the loop see
+// end-of-file and close the pair itself on its own thread, failing every wait posted on it, while
+// abort() waits for nothing. The loop cannot always see it: when the message it was reading
+// belongs to a buffer that is gone (an operation that failed and unwound), Gloo's reader stops
+// before it reads again, so it never reaches the end-of-file, and the pair stays open and spins.
+// Such a pair is closed from outside (closeStragglers), once its world's operations have all
+// failed. Debian's Gloo ships no header that exposes a pair's descriptor, so the sockets are found
+// by address: once connected, each pair's address() is its socket's local address (Gloo resets
+// it in Pair::handleConnected), which no other open socket of the host shares.
 #pragma once
 
 #include <sys/types.h>
@@ -17,23 +20,23 @@
 
 #include <gloo/context.h>
 
-#include "multiworld/store.h"
-
 namespace mw::detail {
 
 class PairSockets {
  public:
-  // Finds the connected sockets of `ctx`'s pairs (rank `rank` of `size`); peers' published
-  // addresses are read from `store` under "gloo/<rank>". Best effort: sockets not found are left
-  // to Gloo.
-  static PairSockets find(gloo::Context& ctx, int rank, int size, StoreClient& store,
-                          Deadline deadline);
+  // Finds the connected sockets of `ctx`'s pairs (rank `rank` of `size`). Call once every pair is
+  // connected (after connectFullMesh). Best effort: sockets not found are left to Gloo.
+  static PairSockets find(gloo::Context& ctx, int rank, int size);
 
   // shutdown(SHUT_RDWR) on every socket still open (checked by inode, so a reused descriptor
   // number is never touched).
   void shutdownAll() const;
-  // True once Gloo has closed every one of them.
+  // True once every one of them is closed.
   bool allClosed() const;
+  // Closes, through Gloo (Pair::close), the pairs of `ctx` whose sockets are still open. Waits a
+  // tick of Gloo's loop for each. Only once nothing of the world can still be waiting on them:
+  // Pair::close fails none of the waits posted on the pair.
+  void closeStragglers(gloo::Context& ctx) const;
 
   // The rank whose published pair address ("[ip]:port", as Gloo prints it) appears in `text`
   // (a Gloo error message), or -1.
@@ -48,7 +51,9 @@ class PairSockets {
   struct Ref {
     int fd;
     ino_t inode;
+    int peer;
   };
+  bool open(const Ref& s) const;
   std::vector<Ref> socks_;
 };
 
