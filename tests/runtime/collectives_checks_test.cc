@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "multiworld/multiworld.h"
@@ -177,4 +178,50 @@ TEST_CASE("a send whose count differs from the receive breaks the world",
                                     : w.comm(1).irecv(w.name(), mw::Tensor::cpu(b.data(), 20), 0);
                        },
                        {"10", "20"});
+}
+
+// A disagreement is named only once an operation stalls (CallCheck publishes the stalled call in
+// the world's store and compares). A peer that is merely late must not look like one, whether it
+// has not called yet or is waiting too, and what was published is deleted when the call ends.
+TEST_CASE("late peers that agree are not a protocol error, and leave nothing in the store",
+          "[runtime][collectives]") {
+  LocalWorld w("late-peer", 2, 200ms, 10000ms);  // the watchdog ticks every 20 ms
+  REQUIRE(w.status().ok());
+  auto store = mw::StoreClient::connect({"127.0.0.1", w.port()}, "", mw::deadlineIn(5s));
+  REQUIRE(store.ok());
+  auto exists = [&](const std::string& key) {
+    auto has = (*store)->check({key}, mw::deadlineIn(1s));
+    REQUIRE(has.ok());
+    return *has;
+  };
+  const std::string recv_key = "mw/call/p2p/0/1/7/0/recv", coll_key = "mw/call/coll/0/0";
+  std::vector<float> a(1000, 1.0f), b(1000, 0.0f);
+  // The receive waits 700 ms for the send: its call is published and checked several times.
+  Work recv = w.comm(1).irecv(w.name(), mw::Tensor::cpu(b.data(), b.size()), 0, 7);
+  std::this_thread::sleep_for(700ms);
+  CHECK(exists(recv_key));
+  Work send = w.comm(0).isend(w.name(), mw::Tensor::cpu(a.data(), a.size()), 1, 7);
+  REQUIRE(send.wait(mw::deadlineIn(5s)).ok());
+  REQUIRE(recv.wait(mw::deadlineIn(5s)).ok());
+  CHECK(b[999] == 1.0f);
+  // An all_reduce whose second member comes 700 ms late: the first publishes, then they agree.
+  std::vector<float> x(1000, 1.0f), y(1000, 2.0f);
+  Work first = w.comm(0).allReduce(w.name(), mw::Tensor::cpu(x.data(), x.size()));
+  std::this_thread::sleep_for(700ms);
+  CHECK(exists(coll_key));
+  Work second = w.comm(1).allReduce(w.name(), mw::Tensor::cpu(y.data(), y.size()));
+  REQUIRE(first.wait(mw::deadlineIn(5s)).ok());
+  REQUIRE(second.wait(mw::deadlineIn(5s)).ok());
+  CHECK(x[0] == 3.0f);
+  CHECK(y[999] == 3.0f);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(w.manager(r).world(w.name())->state == mw::WorldState::kHealthy);
+  }
+  // What was published is deleted once the calls ended (within a tick or two).
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = !exists(recv_key) && !exists(coll_key) && !exists("mw/call/coll/0/1");
+    if (!gone) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(gone);
 }

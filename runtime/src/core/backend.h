@@ -86,6 +86,9 @@ class Backend {
   virtual void abort(const Status& reason) = 0;
   // abort(kAborted) unless aborted already, then joins threads and releases sockets and memory.
   virtual void shutdown() = 0;
+  // Called by the watchdog thread about every heartbeat_timeout / 10 while the world is healthy,
+  // for the backend's own periodic checks. Never blocks on the network.
+  virtual void tick(Clock::time_point now) { (void)now; }
 };
 
 }  // namespace mw::detail

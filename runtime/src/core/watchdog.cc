@@ -97,6 +97,7 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
                      std::to_string(msSince(link->lastHeard(), now)) + " ms");
     return false;
   }
+  w.tick(now);
   if (now >= e.next_heartbeat) {
     if (Status sent = link->sendHeartbeat(); !sent.ok()) {
       w.breakWorld(Cause::kPeerDied, 0,

@@ -53,6 +53,10 @@ class World {
 
   // Watchdog only.
   MemberLink* link() { return link_.get(); }
+  // Watchdog only: the backend's periodic checks (Backend::tick).
+  void tick(Clock::time_point now) {
+    if (backend_) backend_->tick(now);
+  }
 
  private:
   const WorldOptions options_;

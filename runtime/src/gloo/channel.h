@@ -24,11 +24,6 @@ struct AbortedError {};
 struct OpTimeoutError {
   std::string detail;
 };
-// Thrown when a peer's message does not match this rank's call.
-struct ProtocolError {
-  int peer;
-  std::string detail;
-};
 
 class Channel;
 

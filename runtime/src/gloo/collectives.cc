@@ -5,24 +5,20 @@
 
 #include <algorithm>
 #include <cstring>
-#include <sstream>
 
+#include "core/call_check.h"
 #include "core/reduce.h"
 
 namespace mw::detail {
 
 namespace {
 
-constexpr uint32_t kDescMagic = 0x4d57434f;  // "MWCO"
 constexpr size_t kSegmentBytes = 512 << 10;  // pipelining granularity of ring steps
 
 // Gloo's own collectives use slot prefixes 0x01-0x08 in the top byte; ours stay clear of them.
 enum SlotClass : uint64_t {
-  kP2PHeader = 0x11,
   kP2PData = 0x12,
-  kCollDesc = 0x13,
   kCollData = 0x14,
-  kNativeDesc = 0x15,
 };
 
 uint32_t hash24(const void* data, size_t n) {
@@ -32,64 +28,40 @@ uint32_t hash24(const void* data, size_t n) {
   return (h ^ (h >> 24)) & 0xffffff;
 }
 
+uint64_t hash40(const void* data, size_t n) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits, folded to 40
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return (h ^ (h >> 40)) & 0xffffffffffull;
+}
+
 uint64_t makeSlot(SlotClass cls, uint32_t hash, uint32_t phase, uint64_t seq) {
   return (static_cast<uint64_t>(cls) << 56) | (static_cast<uint64_t>(hash) << 32) |
          (static_cast<uint64_t>(phase & 0xff) << 24) | (seq & 0xffffff);
 }
 
+// What members must agree on, hashed into every slot of the operation.
 struct Desc {
-  uint32_t magic = kDescMagic;
   uint8_t kind = 0;
   uint8_t dtype = 0;
   uint8_t reduce = 0;
   uint8_t pad = 0;
   int32_t root = -1;
-  uint32_t pad2 = 0;
   uint64_t count = 0;
 };
+// Hashed as bytes: no padding, whose bytes would differ between members.
+static_assert(sizeof(Desc) == 16, "Desc must have no implicit padding");
 
-bool usesReduce(OpKind k) {
-  return k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter;
-}
-bool usesRoot(OpKind k) {
-  return k == OpKind::kBroadcast || k == OpKind::kReduce || k == OpKind::kGather ||
-         k == OpKind::kScatter;
-}
-
-// The per-rank count that every member must agree on.
+// What every member must agree on (CallCheck::callOf decides), as hashable bytes.
 Desc describe(const OpRequest& op) {
+  const CallCheck::Call c = CallCheck::callOf(op, 0);
   Desc d;
-  d.kind = static_cast<uint8_t>(op.kind);
-  d.dtype = static_cast<uint8_t>(op.kind == OpKind::kScatter ? op.out.dtype : op.in.dtype);
-  d.reduce = usesReduce(op.kind) ? static_cast<uint8_t>(op.reduce) : 0;
-  d.root = usesRoot(op.kind) ? op.peer : -1;
-  switch (op.kind) {
-    case OpKind::kScatter:
-    case OpKind::kReduceScatter:
-      d.count = op.out.count;
-      break;
-    case OpKind::kBarrier:
-      d.count = 0;
-      break;
-    default:
-      d.count = op.in.count;
-      break;
-  }
+  d.kind = static_cast<uint8_t>(c.kind);
+  d.dtype = static_cast<uint8_t>(c.dtype);
+  d.reduce = static_cast<uint8_t>(c.reduce + 1);  // -1 (none) hashes as 0
+  d.root = c.peer;
+  d.count = c.count;
   return d;
-}
-
-std::string descText(const Desc& d) {
-  std::ostringstream s;
-  if (d.magic != kDescMagic) return "a message that is not a collective descriptor";
-  auto kind = static_cast<OpKind>(d.kind);
-  s << opKindName(kind) << "(";
-  if (kind != OpKind::kBarrier) {
-    s << (d.dtype < kNumDTypes ? dtypeName(static_cast<DType>(d.dtype)) : "?") << " x " << d.count;
-  }
-  if (usesReduce(kind)) s << ", " << reduceOpName(static_cast<ReduceOp>(d.reduce & 3));
-  if (usesRoot(kind)) s << ", root " << d.root;
-  s << ")";
-  return s.str();
 }
 
 // Element offsets of n chunks over `count` elements.
@@ -145,16 +117,10 @@ class Runner {
     b->send(peer, slot(phase), off, n);
     sends_.push_back(b);
   }
-  // Waits for the next receive on `b`, after making sure the ring neighbour called the same
-  // operation (the data slots already keep mismatched messages apart).
-  void waitRecv(Buf* b) {
-    if (!desc_checked_) checkDescriptor();
-    b->waitRecv();
-  }
+  // Waits for the next receive on `b`. Members whose calls disagree post on different slots, so a
+  // wait that never ends is what a disagreement looks like here: CallCheck names it.
+  void waitRecv(Buf* b) { b->waitRecv(); }
 
-  void postDescriptor();
-  void checkDescriptor();
-  void checkDescriptor(int from);
   bool native() const;
   void nativeAllReduce();
   void runAlgorithm();
@@ -173,26 +139,14 @@ class Runner {
   const int n_;
   const int r_;
   Desc desc_;
-  Desc theirs_{};
   // The barrier's one-byte messages: members, not locals, since sends are waited for after the
   // algorithm returns and Gloo's loop may write from them until then.
   char token_ = 1;
   char sink_ = 0;
   uint32_t hash_ = 0;
-  Buf* desc_in_ = nullptr;
-  bool desc_checked_ = false;
   std::vector<std::unique_ptr<Buf>> bufs_;
   std::vector<Buf*> sends_;
 };
-
-void Runner::postDescriptor() {
-  uint64_t s = makeSlot(kCollDesc, 0, 0, env_.seq);
-  Buf* out = buf(&desc_, sizeof(desc_));
-  desc_in_ = buf(&theirs_, sizeof(theirs_));
-  out->send(mod(r_ + 1), s, 0, sizeof(desc_));
-  sends_.push_back(out);
-  desc_in_->recv(mod(r_ - 1), s, 0, sizeof(theirs_));
-}
 
 bool Runner::native() const {
   if (op_.kind != OpKind::kAllReduce || env_.context == nullptr) return false;
@@ -232,17 +186,7 @@ void setData(gloo::AllreduceOptions& o, const OpRequest& op) {
 
 void Runner::nativeAllReduce() {
   // The tag carries the call's hash: members whose calls differ never match each other's messages
-  // (a message larger than the buffer Gloo posted for it would abort the process). The descriptor
-  // from the neighbour Gloo's ring receives from (rank + 1) travels alongside; it is read after
-  // the operation, when it has long arrived, or when the operation failed, to name both calls. A
-  // blocking check before the data would cost a sleep and wake-up per call, which measured 2x
-  // slower on these machines, so a disagreement surfaces at the operation's deadline.
-  uint64_t s = makeSlot(kNativeDesc, 0, 0, env_.seq);
-  Buf* out = buf(&desc_, sizeof(desc_));
-  desc_in_ = buf(&theirs_, sizeof(theirs_));
-  out->send(mod(r_ - 1), s, 0, sizeof(desc_));
-  sends_.push_back(out);
-  desc_in_->recv(mod(r_ + 1), s, 0, sizeof(theirs_));
+  // (a message larger than the buffer Gloo posted for it would abort the process).
   gloo::AllreduceOptions o(env_.context);
   o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
   o.setTag((hash_ << 8) | static_cast<uint32_t>(env_.seq & 0xff));
@@ -266,20 +210,7 @@ void Runner::nativeAllReduce() {
     gloo::allreduce(o);
   } catch (const std::exception&) {
     if (env_.channel->aborted()) throw AbortedError{};
-    checkDescriptor(mod(r_ + 1));  // names a disagreement, if that is what stalled us
     throw;
-  }
-  checkDescriptor(mod(r_ + 1));
-}
-
-void Runner::checkDescriptor() { checkDescriptor(mod(r_ - 1)); }
-
-void Runner::checkDescriptor(int from) {
-  desc_checked_ = true;
-  desc_in_->waitRecv();
-  if (std::memcmp(&theirs_, &desc_, sizeof(desc_)) != 0) {
-    throw ProtocolError{from, "rank " + std::to_string(from) + " called " + descText(theirs_) +
-                                  " but rank " + std::to_string(r_) + " called " + descText(desc_)};
   }
 }
 
@@ -462,14 +393,8 @@ void Runner::run() {
     }
     return;
   }
-  if (native()) {
-    nativeAllReduce();
-    for (Buf* b : sends_) b->waitSend();
-    return;
-  }
-  postDescriptor();
+  if (native()) return nativeAllReduce();
   runAlgorithm();
-  if (!desc_checked_) checkDescriptor();
   for (Buf* b : sends_) b->waitSend();
 }
 
@@ -518,31 +443,12 @@ Collective::Collective(const OpRequest& op, const CollectiveEnv& env)
 Collective::~Collective() = default;
 void Collective::run() { impl_->runner.run(); }
 
-uint64_t p2pHeaderSlot(int tag) {
-  return makeSlot(kP2PHeader, 0, 0, 0) | static_cast<uint32_t>(tag);
-}
-
-uint64_t p2pDataSlot(int tag, DType dtype, size_t count) {
-  unsigned char key[9];
+uint64_t p2pSlot(int tag, DType dtype, size_t count, uint64_t n) {
+  unsigned char key[13];
   key[0] = static_cast<uint8_t>(dtype);
   std::memcpy(key + 1, &count, sizeof(count));
-  return (static_cast<uint64_t>(kP2PData) << 56) |
-         (static_cast<uint64_t>(hash24(&key, sizeof(key))) << 32) | static_cast<uint32_t>(tag);
-}
-
-void checkP2PHeader(const P2PHeader& got, const OpRequest& recv) {
-  std::string src = "rank " + std::to_string(recv.peer);
-  if (got.magic != kP2PMagic || got.dtype >= kNumDTypes) {
-    throw ProtocolError{recv.peer, src + " sent a malformed message header"};
-  }
-  auto dt = static_cast<DType>(got.dtype);
-  if (dt != recv.in.dtype || got.count != recv.in.count || got.tag != recv.tag) {
-    std::ostringstream s;
-    s << src << " sent " << got.count << " x " << dtypeName(dt) << " with tag " << got.tag
-      << " but the receive expects " << recv.in.count << " x " << dtypeName(recv.in.dtype)
-      << " with tag " << recv.tag;
-    throw ProtocolError{recv.peer, s.str()};
-  }
+  std::memcpy(key + 9, &tag, sizeof(tag));
+  return (static_cast<uint64_t>(kP2PData) << 56) | ((n & 0xffff) << 40) | hash40(key, sizeof(key));
 }
 
 }  // namespace mw::detail

@@ -1,16 +1,14 @@
 // CPU collectives over Gloo unbound buffers, cancellable through the Channel.
 //
-// Every message of an operation travels on slots derived from the operation's descriptor (kind,
-// dtype, count, root, reduce op) and a per-world sequence number, so members whose calls disagree
-// never match each other's messages (Gloo would abort the process on a size overflow); a
-// descriptor exchange with the ring neighbour turns such a disagreement into a ProtocolError that
-// names both calls.
+// Every message of an operation travels on slots derived from the operation's call (kind, dtype,
+// count, root, reduce op) and a per-world sequence number, so members whose calls disagree never
+// match each other's messages (Gloo would abort the process on a size overflow): their operations
+// stall, and CallCheck (core/call_check.h) names the disagreement. No message but the data's.
 //
 // all_reduce on float32, float64, int32 and int64 runs Gloo's own ring algorithm (measured 1.7x
-// faster than ours on these machines), after a blocking descriptor check with the neighbour it
-// receives from, so that no member ever sees a message larger than the buffer Gloo posted for it.
-// Gloo's internal buffers cannot be reached by abortWaitRecv/abortWaitSend: an abort cuts the
-// world's sockets instead (see pair_sockets.h), which fails Gloo's waits at once.
+// faster than ours on these machines), with the call's hash in its tag. Gloo's internal buffers
+// cannot be reached by abortWaitRecv/abortWaitSend: an abort cuts the world's sockets instead (see
+// pair_sockets.h), which fails Gloo's waits at once.
 #pragma once
 
 #include <gloo/context.h>
@@ -44,7 +42,7 @@ class Collective {
   ~Collective();
   Collective(const Collective&) = delete;
   Collective& operator=(const Collective&) = delete;
-  // Runs the operation to completion. Throws AbortedError, OpTimeoutError, ProtocolError or
+  // Runs the operation to completion. Throws AbortedError, OpTimeoutError or
   // Gloo's exceptions. Call at most once.
   void run();
 
@@ -53,22 +51,10 @@ class Collective {
   std::unique_ptr<Impl> impl_;
 };
 
-// Point-to-point header, sent ahead of each message so the receiver can name a mismatch.
-struct P2PHeader {
-  uint32_t magic = 0;
-  uint8_t dtype = 0;
-  uint8_t pad[3] = {0, 0, 0};
-  int32_t tag = 0;
-  uint32_t pad2 = 0;
-  uint64_t count = 0;
-};
-static_assert(sizeof(P2PHeader) == 24, "P2PHeader is a wire format: no implicit padding");
-
-inline constexpr uint32_t kP2PMagic = 0x4d575032;  // "MWP2"
-
-uint64_t p2pHeaderSlot(int tag);
-uint64_t p2pDataSlot(int tag, DType dtype, size_t count);
-// Throws ProtocolError when `got` does not match what this receive expects.
-void checkP2PHeader(const P2PHeader& got, const OpRequest& recv);
+// The slot of the n-th message (n counted per sender, receiver and tag) with this tag, dtype and
+// count. Sender and receiver derive the same slot exactly when they agree on all of them (up to a
+// 40-bit hash), and the n-th send matches only the n-th receive (up to 65536 messages in flight on
+// one tag), so messages on a tag never overtake each other.
+uint64_t p2pSlot(int tag, DType dtype, size_t count, uint64_t n);
 
 }  // namespace mw::detail

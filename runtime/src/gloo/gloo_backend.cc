@@ -8,10 +8,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "core/call_check.h"
 #include "gloo/channel.h"
 #include "gloo/collectives.h"
 #include "gloo/pair_sockets.h"
@@ -73,13 +75,14 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
  public:
   GlooBackend(GlooConfig cfg, std::shared_ptr<gloo::transport::Device> dev,
               std::shared_ptr<gloo::rendezvous::Context> ctx, PairSockets sockets,
-              BackendErrorHandler on_error, OpFailPoints failpoints)
+              StoreClient& store, BackendErrorHandler on_error, OpFailPoints failpoints)
       : cfg_(std::move(cfg)),
         device_(std::move(dev)),
         ctx_(std::move(ctx)),
         sockets_(std::move(sockets)),
         channel_(ctx_),
-        on_error_(std::move(on_error)),
+        on_error_(on_error),
+        calls_(store, cfg_.rank, cfg_.size, std::move(on_error)),
         failpoints_(std::move(failpoints)),
         executor_([this](std::stop_token st) { executorLoop(st); }) {}
 
@@ -88,13 +91,13 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   void submit(OpRequest op, bool caller_waits) override;
   void abort(const Status& reason) override;
   void shutdown() override;
+  void tick(Clock::time_point now) override { calls_.tick(now); }
 
  private:
   struct Pending {
     OpRequest req;
     Clock::time_point queued_at;
-    P2PHeader header;
-    std::unique_ptr<Buf> header_buf;
+    uint64_t check_id = 0;  // in calls_, while it runs; 0 when not registered
     std::unique_ptr<Buf> data_buf;
     std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
     std::optional<std::string> post_error;
@@ -128,6 +131,7 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   std::atomic<bool> cut_{false};  // abort() has shut the sockets down
   Channel channel_;
   BackendErrorHandler on_error_;
+  CallCheck calls_;  // names disagreeing calls; stopped at shutdown, before the store goes
   const OpFailPoints failpoints_;
 
   std::mutex mu_;
@@ -135,6 +139,10 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
   // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
   std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
+  // Messages posted per (peer, tag), sends and receives apart: the n-th send to a peer on a tag
+  // matches the n-th receive from us on that tag, and only that one.
+  std::mutex p2p_mu_;
+  std::map<std::pair<int, int>, uint64_t> sent_, received_;  // GUARDED_BY(p2p_mu_)
   std::optional<Status> abort_reason_;          // GUARDED_BY(mu_)
   bool shut_down_ = false;                      // GUARDED_BY(mu_)
   bool executing_ = false;                      // GUARDED_BY(mu_): an operation is running
@@ -149,22 +157,19 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
 
 void GlooBackend::postP2P(Pending& p) {
   OpRequest& r = p.req;
-  if (r.kind == OpKind::kSend) {
-    p.header.magic = kP2PMagic;
-    p.header.dtype = static_cast<uint8_t>(r.in.dtype);
-    p.header.tag = r.tag;
-    p.header.count = r.in.count;
+  const bool send = r.kind == OpKind::kSend;
+  uint64_t n = 0;
+  {
+    std::lock_guard lock(p2p_mu_);
+    n = (send ? sent_ : received_)[{r.peer, r.tag}]++;
   }
-  p.header_buf = channel_.buffer(&p.header, sizeof(p.header));
+  p.check_id = calls_.begin(r, n);
   p.data_buf = channel_.buffer(r.in.data, r.in.bytes());
-  const uint64_t hslot = p2pHeaderSlot(r.tag);
-  const uint64_t dslot = p2pDataSlot(r.tag, r.in.dtype, r.in.count);
-  if (r.kind == OpKind::kSend) {
-    p.header_buf->send(r.peer, hslot, 0, sizeof(p.header));
-    p.data_buf->send(r.peer, dslot, 0, r.in.bytes());
+  const uint64_t slot = p2pSlot(r.tag, r.in.dtype, r.in.count, n);
+  if (send) {
+    p.data_buf->send(r.peer, slot, 0, r.in.bytes());
   } else {
-    p.header_buf->recv(r.peer, hslot, 0, sizeof(p.header));
-    p.data_buf->recv(r.peer, dslot, 0, r.in.bytes());
+    p.data_buf->recv(r.peer, slot, 0, r.in.bytes());
   }
 }
 
@@ -272,16 +277,15 @@ void GlooBackend::runOp(Pending& p) {
   }
   switch (p.req.kind) {
     case OpKind::kSend:
-      p.header_buf->waitSend();
       p.data_buf->waitSend();
       return;
     case OpKind::kRecv:
-      p.header_buf->waitRecv();
-      checkP2PHeader(p.header, p.req);
       p.data_buf->waitRecv();
       return;
     default: {
-      CollectiveEnv env{ctx_, cfg_.rank, cfg_.size, seq_++, &channel_, &scratch_, &work_};
+      const uint64_t seq = seq_++;
+      p.check_id = calls_.begin(p.req, seq);
+      CollectiveEnv env{ctx_, cfg_.rank, cfg_.size, seq, &channel_, &scratch_, &work_};
       p.collective = std::make_unique<Collective>(p.req, env);
       p.collective->run();
     }
@@ -298,8 +302,6 @@ void GlooBackend::execute(Pending& p) {
   } catch (const OpTimeoutError& e) {
     report(p, Cause::kOpTimeout, -1,
            std::string(opKindName(p.req.kind)) + " passed its deadline (" + e.detail + ")");
-  } catch (const ProtocolError& e) {
-    report(p, Cause::kProtocolError, e.peer, e.detail);
   } catch (const std::exception& e) {
     reportGlooError(p, e.what());
   }
@@ -330,8 +332,8 @@ void GlooBackend::finish(Pending& p, Status s) {
   // After a failure Gloo's loop may still be signalling or filling this operation's buffers until
   // it has closed the world's (shut down) connections: only then are they ours to drop, and only
   // after that may the caller free the memory they point to.
+  if (p.check_id != 0) calls_.end(p.check_id);
   if (!s.ok()) waitConnectionsQuiet();
-  p.header_buf.reset();
   p.data_buf.reset();
   p.collective.reset();
   p.req.work->complete(std::move(s));
@@ -384,6 +386,7 @@ void GlooBackend::shutdown() {
     shut_down_ = true;
   }
   abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
+  calls_.stop();
   {
     // Under mu_: the executor reads the stop request in its wait predicate, under mu_. Requested
     // without it, the request and the notification could both fall between the executor's
@@ -432,8 +435,8 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     ctx->setTimeout(std::chrono::hours(24));
     auto sockets = PairSockets::find(*ctx, config.rank, config.size);
     return std::shared_ptr<Backend>(std::make_shared<GlooBackend>(
-        config, std::move(device), std::move(ctx), std::move(sockets), std::move(on_error),
-        std::move(failpoints)));
+        config, std::move(device), std::move(ctx), std::move(sockets), store,
+        std::move(on_error), std::move(failpoints)));
   } catch (const StoreFailure& f) {
     return Status(f.status.code(), where + ": rendezvous failed: " + f.status.message());
   } catch (const std::exception& e) {
