@@ -150,7 +150,10 @@ void CallCheck::run(std::stop_token st) {
         unpublish_.push_back(keyOf(s.call, rank_));  // ended while we published it
       }
     }
-    if (broken) return;  // the world is broken: nothing more to name
+    if (broken) {
+      stopped_ = true;  // the world is broken: nothing more to name
+      return;
+    }
   }
 }
 

@@ -69,7 +69,7 @@ constexpr auto kExecutorGrace = std::chrono::microseconds(100);
 constexpr auto kQuietGrace = std::chrono::milliseconds(100);
 // A failure breaks the world, which aborts us, possibly on another thread (the one that saw the
 // failure first); how long a failed operation waits for that abort before it lets go regardless.
-constexpr auto kAbortLimit = std::chrono::seconds(5);
+constexpr auto kAbortLimit = std::chrono::milliseconds(5000);
 
 class GlooBackend final : public Backend, public std::enable_shared_from_this<GlooBackend> {
  public:
@@ -346,16 +346,15 @@ Status GlooBackend::abortReason() {
 }
 
 void GlooBackend::waitConnectionsQuiet() {
-  auto abort_limit = deadlineIn(kAbortLimit);
-  while (!cut_.load() && Clock::now() < abort_limit) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  if (!cut_.load()) return;  // never aborted: nothing to wait for
-  auto until = deadlineIn(kQuietGrace);
-  while (!sockets_.allClosed() && Clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  if (sockets_.allClosed()) return;
+  auto waitFor = [](auto done, std::chrono::milliseconds limit) {
+    auto until = deadlineIn(limit);
+    while (!done() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return done();
+  };
+  if (!waitFor([&] { return cut_.load(); }, kAbortLimit)) return;  // never aborted
+  if (waitFor([&] { return sockets_.allClosed(); }, kQuietGrace)) return;
   // The channel is aborted and the sockets are shut down, so every operation of the world has
   // failed or is failing: nothing waits on these pairs any more.
   std::lock_guard lock(close_mu_);
