@@ -9,6 +9,7 @@
 #include "multiworld/multiworld.h"
 #include "support/checks.h"
 #include "support/local_worlds.h"
+#include "support/util.h"
 
 using namespace std::chrono_literals;
 
@@ -22,6 +23,7 @@ using mw::Work;
 using mw::test::LocalWorld;
 using mw::test::requireAllOk;
 using mw::test::runAll;
+using mw::test::scaled;
 
 }  // namespace
 
@@ -185,7 +187,10 @@ TEST_CASE("a send whose count differs from the receive breaks the world",
 // has not called yet or is waiting too, and what was published is deleted when the call ends.
 TEST_CASE("late peers that agree are not a protocol error, and leave nothing in the store",
           "[runtime][collectives]") {
-  LocalWorld w("late-peer", 2, 200ms, 10000ms);  // the watchdog ticks every 20 ms
+  // The watchdog ticks every heartbeat / 10 (100 ms; 300 ms at MW_TEST_TIME_SCALE=3). A shorter
+  // heartbeat would break this world by silence on a loaded machine under TSan, as CI showed.
+  const auto hb = scaled(1000), late = scaled(700);
+  LocalWorld w("late-peer", 2, hb, 20000ms);
   REQUIRE(w.status().ok());
   auto store = mw::StoreClient::connect({"127.0.0.1", w.port()}, "", mw::deadlineIn(5s));
   REQUIRE(store.ok());
@@ -198,7 +203,7 @@ TEST_CASE("late peers that agree are not a protocol error, and leave nothing in 
   std::vector<float> a(1000, 1.0f), b(1000, 0.0f);
   // The receive waits 700 ms for the send: its call is published and checked several times.
   Work recv = w.comm(1).irecv(w.name(), mw::Tensor::cpu(b.data(), b.size()), 0, 7);
-  std::this_thread::sleep_for(700ms);
+  std::this_thread::sleep_for(late);
   CHECK(exists(recv_key));
   Work send = w.comm(0).isend(w.name(), mw::Tensor::cpu(a.data(), a.size()), 1, 7);
   REQUIRE(send.wait(mw::deadlineIn(5s)).ok());
@@ -207,7 +212,7 @@ TEST_CASE("late peers that agree are not a protocol error, and leave nothing in 
   // An all_reduce whose second member comes 700 ms late: the first publishes, then they agree.
   std::vector<float> x(1000, 1.0f), y(1000, 2.0f);
   Work first = w.comm(0).allReduce(w.name(), mw::Tensor::cpu(x.data(), x.size()));
-  std::this_thread::sleep_for(700ms);
+  std::this_thread::sleep_for(late);
   CHECK(exists(coll_key));
   Work second = w.comm(1).allReduce(w.name(), mw::Tensor::cpu(y.data(), y.size()));
   REQUIRE(first.wait(mw::deadlineIn(5s)).ok());
@@ -219,7 +224,7 @@ TEST_CASE("late peers that agree are not a protocol error, and leave nothing in 
   }
   // What was published is deleted once the calls ended (within a tick or two).
   bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
+  for (auto until = mw::deadlineIn(scaled(2000)); !gone && mw::Clock::now() < until;) {
     gone = !exists(recv_key) && !exists(coll_key) && !exists("mw/call/coll/0/1");
     if (!gone) std::this_thread::sleep_for(20ms);
   }
