@@ -186,6 +186,14 @@ void verify(Pair& p, size_t bytes) {
   check("raw gloo");
 }
 
+// The variant run at position `i` of rep (or block) `rep`: forward in even reps, backward in odd
+// ones, so that no variant always runs first after the switch from another size or always
+// follows the same neighbour (on a 2-core machine a variant's place in the order moved its
+// per-op latency by more than the differences measured here).
+Variant variantAt(int rep, int i) {
+  return static_cast<Variant>(rep % 2 == 0 ? i : kNumVariants - 1 - i);
+}
+
 long calibrate(Pair& p, Variant v, size_t bytes, double rep_seconds) {
   long probe = std::max<long>(2, static_cast<long>((32u << 20) / bytes));
   double s = timeVariant(p, v, bytes, probe);
@@ -209,9 +217,10 @@ SizeResult measureSize(Pair& p, size_t bytes, int reps, double rep_seconds) {
   r.ar_iters = calibrate(p, kRtAllReduce, bytes, rep_seconds);
   for (int rep = 0; rep < reps; ++rep) {
     double bw[kNumVariants];
-    for (int v = 0; v < kNumVariants; ++v) {
+    for (int i = 0; i < kNumVariants; ++i) {
+      const Variant v = variantAt(rep, i);
       long iters = v >= kRtAllReduce ? r.ar_iters : r.p2p_iters;
-      double s = timeVariant(p, static_cast<Variant>(v), bytes, iters);
+      double s = timeVariant(p, v, bytes, iters);
       bw[v] = static_cast<double>(bytes) * static_cast<double>(iters) / s / 1e9;
       r.secs[v].push_back(s);
       r.gbps[v].push_back(bw[v]);
@@ -374,8 +383,9 @@ int runLatency(int argc, char** argv, int first) {
   verify(p, bytes);
   std::vector<double> lat[kNumVariants];
   for (int b = 0; b < blocks; ++b) {
-    for (int v = 0; v < kNumVariants; ++v) {
-      timeVariant(p, static_cast<Variant>(v), bytes, ops, &lat[v]);
+    for (int i = 0; i < kNumVariants; ++i) {
+      const Variant v = variantAt(b, i);
+      timeVariant(p, v, bytes, ops, &lat[v]);
     }
   }
   std::printf("\nper-operation time at rank 0, %s, %d blocks of %ld ops (ms)\n",

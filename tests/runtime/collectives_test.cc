@@ -477,3 +477,83 @@ TEST_CASE("barrier releases no member before every member arrived", "[runtime][c
     CHECK(early.load() == 0);
   }
 }
+
+// The Gloo backend keeps the buffers of finished sends and receives, and Gloo's all_reduce options,
+// for the next call over the same memory (gloo/channel.h, gloo/collectives.h). Reuse must never
+// show: not with the same memory at another size, not with several messages from one memory in
+// flight at once, not past the number kept, not with another reduce op on the same tensor.
+TEST_CASE("reusing buffers across calls over the same memory keeps every result right",
+          "[runtime][collectives]") {
+  LocalWorld w("reuse", 3);
+  REQUIRE(w.status().ok());
+  constexpr size_t kN = 1 << 14;
+  std::vector<float> src(kN), dst(kN);
+  auto value = [](int it, size_t i) {
+    return static_cast<float>(it * 1000 + static_cast<int>(i % 977));
+  };
+  for (int it = 0; it < 30; ++it) {
+    INFO("message " << it);
+    // Every third message is half as long, over the same memory.
+    const size_t n = it % 3 == 2 ? kN / 2 : kN;
+    for (size_t i = 0; i < kN; ++i) src[i] = value(it, i);
+    std::fill(dst.begin(), dst.end(), -1.0f);
+    requireAllOk(runAll(w, [&](int r) {
+      if (r == 0) return w.comm(0).isend(w.name(), mw::Tensor::cpu(src.data(), n), 2, 5);
+      if (r == 2) return w.comm(2).irecv(w.name(), mw::Tensor::cpu(dst.data(), n), 0, 5);
+      return Work::done(w.name(), Status::Ok());
+    }));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) bad += dst[i] != value(it, i);
+    for (size_t i = n; i < kN; ++i) bad += dst[i] != -1.0f;
+    CHECK(bad == 0);
+  }
+  // Four messages from one memory in flight at once, twice: each needs a buffer of its own.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<float>> got(4, std::vector<float>(kN, -1.0f));
+    for (size_t i = 0; i < kN; ++i) src[i] = value(round, i);
+    std::vector<Status> st(3);
+    w.parallel([&](int r) {
+      std::vector<Work> works;
+      for (int k = 0; k < 4; ++k) {
+        if (r == 0)
+          works.push_back(w.comm(0).isend(w.name(), mw::Tensor::cpu(src.data(), kN), 1, 10 + k));
+        if (r == 1)
+          works.push_back(w.comm(1).irecv(w.name(), mw::Tensor::cpu(got[k].data(), kN), 0, 10 + k));
+      }
+      for (auto& wk : works) {
+        Status s = wk.wait(mw::deadlineIn(kWait));
+        if (st[r].ok()) st[r] = s;
+      }
+    });
+    requireAllOk(st);
+    for (int k = 0; k < 4; ++k) {
+      size_t bad = 0;
+      for (size_t i = 0; i < kN; ++i) bad += got[k][i] != value(round, i);
+      INFO("round " << round << ", tag " << 10 + k);
+      CHECK(bad == 0);
+    }
+  }
+  // all_reduce over 10 tensors in turn (more than are kept), twice; on each, sum, max, then min.
+  constexpr int kTensors = 10;
+  std::vector<std::vector<std::vector<float>>> t(3, std::vector<std::vector<float>>(kTensors));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int k = 0; k < kTensors; ++k) {
+      const size_t n = 1000 + 100 * static_cast<size_t>(k);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+        INFO("pass " << pass << ", tensor " << k << ", " << mw::reduceOpName(op));
+        for (int r = 0; r < 3; ++r) t[r][k].assign(n, static_cast<float>(r + 1 + k));
+        requireAllOk(runAll(w, [&](int r) {
+          return w.comm(r).allReduce(w.name(), mw::Tensor::cpu(t[r][k].data(), n), op);
+        }));
+        const float want = op == ReduceOp::kSum   ? static_cast<float>(6 + 3 * k)
+                           : op == ReduceOp::kMax ? static_cast<float>(3 + k)
+                                                  : static_cast<float>(1 + k);
+        size_t bad = 0;
+        for (int r = 0; r < 3; ++r) {
+          for (float x : t[r][k]) bad += x != want;
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}

@@ -60,6 +60,17 @@ void Buf::waitRecv() {
 }
 
 std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
+  {
+    std::lock_guard lock(mu_);
+    if (aborted_) throw AbortedError{};
+    for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
+      if ((*it)->data() == ptr && (*it)->bytes() == bytes) {
+        auto b = std::move(*it);
+        spare_.erase(std::next(it).base());
+        return b;
+      }
+    }
+  }
   auto ub = ctx_->createUnboundBuffer(ptr, bytes);
   std::lock_guard lock(mu_);
   if (aborted_) throw AbortedError{};
@@ -67,13 +78,29 @@ std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
   return std::make_unique<Buf>(this, std::move(ub));
 }
 
+void Channel::recycle(std::unique_ptr<Buf> b) {
+  std::unique_ptr<Buf> dropped;  // destroyed after the lock is released (~Buf takes it)
+  std::lock_guard lock(mu_);
+  if (aborted_) {
+    dropped = std::move(b);
+    return;
+  }
+  if (spare_.size() >= kSpare) {
+    dropped = std::move(spare_.front());
+    spare_.pop_front();
+  }
+  spare_.push_back(std::move(b));
+}
+
 void Channel::abortAll() {
+  std::deque<std::unique_ptr<Buf>> idle;  // destroyed after the lock is released
   std::lock_guard lock(mu_);
   aborted_ = true;
   for (auto* ub : live_) {
     ub->abortWaitRecv();
     ub->abortWaitSend();
   }
+  idle.swap(spare_);
 }
 
 bool Channel::aborted() const {

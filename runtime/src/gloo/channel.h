@@ -3,12 +3,22 @@
 // Every buffer an operation posts is registered here; abortAll() interrupts every wait on them
 // (abortWaitRecv/abortWaitSend, never a short Gloo timeout, which would close every pair of the
 // context). Waits take the deadline of the operation that is running.
+//
+// Buffers are reused: an operation that ended well gives its buffers back (recycle), and the next
+// one over the same memory and size takes them instead of creating new ones. Creating and
+// destroying a Gloo buffer per message costs little CPU but lands at the worst moment: its
+// destructor waits for Gloo's loop to let go of it, just when the loop is completing the transfer,
+// and the next message is posted that much later. Measured on 2 cores, 4 MiB send/recv went from
+// 0.70x to 0.98x of raw Gloo (which reuses one buffer) with reuse. A Gloo TCP buffer is a pointer,
+// a size and completion counters; an idle one touches no memory, so it may outlive the memory it
+// points to until it is reused for a new tensor at the same address.
 #pragma once
 
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +52,9 @@ class Buf {
   void waitSend();
   void waitRecv();
 
+  void* data() const { return ub_->ptr; }
+  size_t bytes() const { return ub_->size; }
+
  private:
   Channel* ch_;
   std::unique_ptr<gloo::transport::UnboundBuffer> ub_;
@@ -51,9 +64,14 @@ class Channel {
  public:
   explicit Channel(std::shared_ptr<gloo::Context> ctx) : ctx_(std::move(ctx)) {}
 
-  // A buffer over [ptr, ptr+bytes). Throws AbortedError once the channel is aborted.
+  // A buffer over [ptr, ptr+bytes): an idle one given back by recycle() if there is one, else a
+  // new one. Throws AbortedError once the channel is aborted.
   std::unique_ptr<Buf> buffer(void* ptr, size_t bytes);
-  // Interrupts every current and future wait. Idempotent.
+  // Gives back a buffer whose every posted send and receive was waited for (the operation that
+  // used it succeeded); it is kept for reuse (the kSpare most recent ones) or dropped. Any other
+  // buffer must be dropped instead.
+  void recycle(std::unique_ptr<Buf> b);
+  // Interrupts every current and future wait and drops the idle buffers. Idempotent.
   void abortAll();
   bool aborted() const;
 
@@ -65,11 +83,14 @@ class Channel {
   friend class Buf;
   void unregister(gloo::transport::UnboundBuffer* ub);
 
+  static constexpr size_t kSpare = 16;
+
   std::shared_ptr<gloo::Context> ctx_;
   mutable std::mutex mu_;
   std::unordered_set<gloo::transport::UnboundBuffer*> live_;  // GUARDED_BY(mu_)
-  bool aborted_ = false;                                       // GUARDED_BY(mu_)
-  Deadline deadline_{};  // executor thread only
+  std::deque<std::unique_ptr<Buf>> spare_;                    // GUARDED_BY(mu_), oldest first
+  bool aborted_ = false;                                      // GUARDED_BY(mu_)
+  Deadline deadline_{};                                       // executor thread only
 };
 
 }  // namespace mw::detail

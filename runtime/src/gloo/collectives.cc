@@ -185,30 +185,17 @@ void setData(gloo::AllreduceOptions& o, const OpRequest& op) {
 }
 
 void Runner::nativeAllReduce() {
+  if (env_.channel->aborted()) throw AbortedError{};
+  gloo::AllreduceOptions& o = env_.native->get(op_, env_.context);
   // The tag carries the call's hash: members whose calls differ never match each other's messages
   // (a message larger than the buffer Gloo posted for it would abort the process).
-  gloo::AllreduceOptions o(env_.context);
-  o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
   o.setTag((hash_ << 8) | static_cast<uint32_t>(env_.seq & 0xff));
   o.setTimeout(std::max(std::chrono::milliseconds(1), remaining(env_.channel->deadline())));
-  switch (op_.in.dtype) {
-    case DType::kFloat32:
-      setData<float>(o, op_);
-      break;
-    case DType::kFloat64:
-      setData<double>(o, op_);
-      break;
-    case DType::kInt32:
-      setData<int32_t>(o, op_);
-      break;
-    default:
-      setData<int64_t>(o, op_);
-      break;
-  }
-  if (env_.channel->aborted()) throw AbortedError{};
   try {
     gloo::allreduce(o);
   } catch (const std::exception&) {
+    // After a failure the options' buffer may still have a transfer outstanding: never reuse it.
+    env_.native->clear();
     if (env_.channel->aborted()) throw AbortedError{};
     throw;
   }
@@ -440,6 +427,55 @@ struct Collective::Impl {
 
 Collective::Collective(const OpRequest& op, const CollectiveEnv& env)
     : impl_(std::make_unique<Impl>(Impl{Runner(op, env)})) {}
+struct NativeOptionsCache::Entry {
+  void* data = nullptr;
+  size_t count = 0;
+  DType dtype = DType::kFloat32;
+  ReduceOp reduce = ReduceOp::kSum;
+  std::unique_ptr<gloo::AllreduceOptions> options;
+};
+
+NativeOptionsCache::NativeOptionsCache() = default;
+NativeOptionsCache::~NativeOptionsCache() = default;
+void NativeOptionsCache::clear() { entries_.clear(); }
+
+gloo::AllreduceOptions& NativeOptionsCache::get(const OpRequest& op,
+                                                const std::shared_ptr<gloo::Context>& context) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    const Entry& e = **it;
+    if (e.data == op.in.data && e.count == op.in.count && e.dtype == op.in.dtype &&
+        e.reduce == op.reduce) {
+      std::rotate(it, it + 1, entries_.end());  // most recently used last
+      return *entries_.back()->options;
+    }
+  }
+  auto e = std::make_unique<Entry>();
+  e->data = op.in.data;
+  e->count = op.in.count;
+  e->dtype = op.in.dtype;
+  e->reduce = op.reduce;
+  e->options = std::make_unique<gloo::AllreduceOptions>(context);
+  gloo::AllreduceOptions& o = *e->options;
+  o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  switch (op.in.dtype) {
+    case DType::kFloat32:
+      setData<float>(o, op);
+      break;
+    case DType::kFloat64:
+      setData<double>(o, op);
+      break;
+    case DType::kInt32:
+      setData<int32_t>(o, op);
+      break;
+    default:
+      setData<int64_t>(o, op);
+      break;
+  }
+  if (entries_.size() >= kKeep) entries_.erase(entries_.begin());
+  entries_.push_back(std::move(e));
+  return *entries_.back()->options;
+}
+
 Collective::~Collective() = default;
 void Collective::run() { impl_->runner.run(); }
 

@@ -127,7 +127,7 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;  // reset under close_mu_ at shutdown
   const PairSockets sockets_;
-  std::mutex close_mu_;  // serializes closing the pairs with dropping ctx_
+  std::mutex close_mu_;           // serializes closing the pairs with dropping ctx_
   std::atomic<bool> cut_{false};  // abort() has shut the sockets down
   Channel channel_;
   BackendErrorHandler on_error_;
@@ -143,14 +143,15 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   // matches the n-th receive from us on that tag, and only that one.
   std::mutex p2p_mu_;
   std::map<std::pair<int, int>, uint64_t> sent_, received_;  // GUARDED_BY(p2p_mu_)
-  std::optional<Status> abort_reason_;          // GUARDED_BY(mu_)
-  bool shut_down_ = false;                      // GUARDED_BY(mu_)
-  bool executing_ = false;                      // GUARDED_BY(mu_): an operation is running
+  std::optional<Status> abort_reason_;                       // GUARDED_BY(mu_)
+  bool shut_down_ = false;                                   // GUARDED_BY(mu_)
+  bool executing_ = false;  // GUARDED_BY(mu_): an operation is running
 
   // Only the thread running an operation (executing_ hands them over under mu_).
   uint64_t seq_ = 0;
   std::vector<char> scratch_;
   std::vector<char> work_;
+  NativeOptionsCache native_;  // cleared at shutdown, before the context goes
 
   std::jthread executor_;  // last: starts once everything above exists
 };
@@ -216,7 +217,9 @@ std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
 
 void GlooBackend::releaseLocked() {
   executing_ = false;
-  cv_.notify_all();
+  // Only the executor (work left for it) and shutdown() (waiting for !executing_) wait on cv_;
+  // waking the idle executor after every operation would cost it a context switch each time.
+  if (!queue_.empty() || !graveyard_.empty() || shut_down_) cv_.notify_all();
 }
 
 void GlooBackend::buryLocked(std::unique_lock<std::mutex>& lock) {
@@ -285,7 +288,7 @@ void GlooBackend::runOp(Pending& p) {
     default: {
       const uint64_t seq = seq_++;
       p.check_id = calls_.begin(p.req, seq);
-      CollectiveEnv env{ctx_, cfg_.rank, cfg_.size, seq, &channel_, &scratch_, &work_};
+      CollectiveEnv env{ctx_, cfg_.rank, cfg_.size, seq, &channel_, &scratch_, &work_, &native_};
       p.collective = std::make_unique<Collective>(p.req, env);
       p.collective->run();
     }
@@ -334,6 +337,9 @@ void GlooBackend::finish(Pending& p, Status s) {
   // after that may the caller free the memory they point to.
   if (p.check_id != 0) calls_.end(p.check_id);
   if (!s.ok()) waitConnectionsQuiet();
+  // A send or receive that succeeded was waited for: its buffer is idle and can serve the next
+  // message over the same memory (see channel.h).
+  if (s.ok() && p.data_buf) channel_.recycle(std::move(p.data_buf));
   p.data_buf.reset();
   p.collective.reset();
   p.req.work->complete(std::move(s));
@@ -402,6 +408,7 @@ void GlooBackend::shutdown() {
     buryLocked(lock);
   }
   waitConnectionsQuiet();
+  native_.clear();  // no operation runs any more; its buffers refer to the context
   std::lock_guard lock(close_mu_);
   ctx_.reset();
   device_.reset();
@@ -433,9 +440,9 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     // Our waits pass their own deadlines; this only bounds calls that pass none.
     ctx->setTimeout(std::chrono::hours(24));
     auto sockets = PairSockets::find(*ctx, config.rank, config.size);
-    return std::shared_ptr<Backend>(std::make_shared<GlooBackend>(
-        config, std::move(device), std::move(ctx), std::move(sockets), store,
-        std::move(on_error), std::move(failpoints)));
+    return std::shared_ptr<Backend>(
+        std::make_shared<GlooBackend>(config, std::move(device), std::move(ctx), std::move(sockets),
+                                      store, std::move(on_error), std::move(failpoints)));
   } catch (const StoreFailure& f) {
     return Status(f.status.code(), where + ": rendezvous failed: " + f.status.message());
   } catch (const std::exception& e) {
