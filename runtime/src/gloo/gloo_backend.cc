@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/call_check.h"
+#include "core/deferred_wake.h"
 #include "gloo/channel.h"
 #include "gloo/collectives.h"
 #include "gloo/pair_sockets.h"
@@ -61,7 +62,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
 };
 
 // Gives a thread that is about to wait for a newly queued operation the chance to run it itself
-// before the executor thread takes it.
+// before the executor thread is woken for it (see core/deferred_wake.h).
 constexpr auto kExecutorGrace = std::chrono::microseconds(100);
 // How long an aborted world lets Gloo's loop close its shut-down connections itself (about a
 // millisecond; longer on a loaded machine or in a sanitizer build) before it closes the ones left
@@ -135,7 +136,8 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   const OpFailPoints failpoints_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;  // shutdown() waits on it for !executing_
+  DeferredWake wake_;           // wakes the executor: queued work is due, a burial, a stop
   std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
   // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
   std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
@@ -202,9 +204,9 @@ void GlooBackend::submit(OpRequest op, bool caller_waits) {
     }
   }
   if (reason) return finish(*p, *reason);
-  // A caller about to wait runs the operation itself (driveUntil); waking the executor as well
-  // would only cost two context switches per operation on a busy machine.
-  if (!caller_waits) cv_.notify_one();
+  // A caller about to wait runs the operation itself (driveUntil); any other operation is the
+  // executor's once its grace has passed, unless a waiting caller took it first.
+  if (!caller_waits) wake_.at(Clock::now() + kExecutorGrace);
 }
 
 std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
@@ -212,14 +214,17 @@ std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
   executing_ = true;
   auto p = std::move(queue_.front());
   queue_.pop_front();
+  // Nothing left for the executor: a pending wake-up would be a context switch for nothing.
+  if (queue_.empty()) wake_.cancel();
   return p;
 }
 
 void GlooBackend::releaseLocked() {
   executing_ = false;
-  // Only the executor (work left for it) and shutdown() (waiting for !executing_) wait on cv_;
-  // waking the idle executor after every operation would cost it a context switch each time.
-  if (!queue_.empty() || !graveyard_.empty() || shut_down_) cv_.notify_all();
+  // What is queued behind is the executor's once its grace has passed (a caller waiting for it
+  // may still take it first).
+  if (!queue_.empty()) wake_.at(queue_.front()->queued_at + kExecutorGrace);
+  if (shut_down_) cv_.notify_all();
 }
 
 void GlooBackend::buryLocked(std::unique_lock<std::mutex>& lock) {
@@ -235,26 +240,30 @@ void GlooBackend::buryLocked(std::unique_lock<std::mutex>& lock) {
 void GlooBackend::executorLoop(std::stop_token st) {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] {
-      return (!queue_.empty() && !executing_) || !graveyard_.empty() || st.stop_requested();
-    });
     buryLocked(lock);
-    if (queue_.empty() || executing_) {
-      if (st.stop_requested()) return;
-      continue;
+    if (st.stop_requested() && queue_.empty()) return;
+    std::unique_ptr<Pending> p;
+    if (!queue_.empty() && !executing_) {
+      const Clock::time_point due = queue_.front()->queued_at + kExecutorGrace;
+      if (Clock::now() >= due) {
+        p = claimLocked();
+      } else {
+        wake_.at(due);
+      }
     }
-    auto age = Clock::now() - queue_.front()->queued_at;
-    if (age < kExecutorGrace) {
+    if (p) {
       lock.unlock();
-      std::this_thread::sleep_for(kExecutorGrace - age);
+      execute(*p);
       lock.lock();
+      releaseLocked();
       continue;
     }
-    auto p = claimLocked();
+    // Every change the loop above looks at is followed by a wake-up (wake_.now() or .at()) made
+    // after it, and a wake-up stays pending until the next wait: none can be lost between the
+    // check and the wait.
     lock.unlock();
-    execute(*p);
+    wake_.wait();
     lock.lock();
-    releaseLocked();
   }
 }
 
@@ -381,7 +390,7 @@ void GlooBackend::abort(const Status& reason) {
   // queued operations once that is done; abort itself never waits (the watchdog calls it).
   sockets_.shutdownAll();
   cut_.store(true);
-  cv_.notify_all();
+  wake_.now();
 }
 
 void GlooBackend::shutdown() {
@@ -393,13 +402,12 @@ void GlooBackend::shutdown() {
   abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
   calls_.stop();
   {
-    // Under mu_: the executor reads the stop request in its wait predicate, under mu_. Requested
-    // without it, the request and the notification could both fall between the executor's
-    // check and its sleep, and the executor (and this join) would wait forever.
+    // Under mu_, where the executor reads it; the wake-up after it cannot be lost (it stays
+    // pending until the executor's next wait).
     std::lock_guard lock(mu_);
     executor_.request_stop();
   }
-  cv_.notify_all();
+  wake_.now();
   if (executor_.joinable()) executor_.join();
   {
     // A thread running an operation inline finishes it promptly now that we are aborted.
