@@ -24,6 +24,7 @@
 #include "chaos/netsim.h"
 #include "chaos/ports.h"
 #include "chaos/process.h"
+#include "multiworld/status.h"
 
 namespace mw::harness {
 
@@ -599,7 +600,10 @@ class Run {
       }
       long long wake = end_ns;
       if (next < s_.timeline.size()) wake = std::min(wake, t0_ns_ + s_.timeline[next].at.count() * 1000000LL);
-      int ms = static_cast<int>(std::clamp<long long>((wake - nowNs()) / 1000000, 0, 20));
+      // Rounded up (waitMillis): rounded down, the last fraction of a millisecond before an
+      // action was a zero timeout, and this loop spun through it.
+      int ms = static_cast<int>(
+          std::min<long long>(mw::waitMillis(std::chrono::nanoseconds(wake - nowNs())).count(), 20));
       pump(ms);
       for (auto& [role, w] : workers_) {
         if (w.proc && w.proc->poll() && !w.killed_by_scenario && !w.stopped) {

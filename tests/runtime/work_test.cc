@@ -178,3 +178,18 @@ TEST_CASE("waitAny returns the world that has data first", "[runtime][work]") {
   CHECK(tw.leader.world("a")->state == mw::WorldState::kHealthy);
   CHECK(tw.leader.world("b")->state == mw::WorldState::kHealthy);
 }
+
+TEST_CASE("waits in whole milliseconds are rounded up, never down to a busy poll", "[runtime]") {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  CHECK(mw::waitMillis(microseconds(300)) == milliseconds(1));  // not 0: poll(0) would spin
+  CHECK(mw::waitMillis(microseconds(1)) == milliseconds(1));
+  CHECK(mw::waitMillis(milliseconds(2)) == milliseconds(2));
+  CHECK(mw::waitMillis(microseconds(2001)) == milliseconds(3));
+  CHECK(mw::waitMillis(microseconds(0)) == milliseconds(0));
+  CHECK(mw::waitMillis(milliseconds(-5)) == milliseconds(0));
+  // remaining() waits at least until the deadline: a fraction of a millisecond left is 1 ms.
+  CHECK(mw::remaining(mw::deadlineIn(microseconds(500))) <= milliseconds(1));
+  CHECK(mw::remaining(mw::deadlineIn(milliseconds(10) + microseconds(500))) >= milliseconds(10));
+  CHECK(mw::remaining(mw::deadlineIn(-milliseconds(1))) == milliseconds(0));
+}

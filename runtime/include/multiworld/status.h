@@ -23,11 +23,16 @@ using Deadline = Clock::time_point;
 // Returns the deadline `d` from now. Negative durations give a deadline in the past.
 inline Deadline deadlineIn(Clock::duration d) { return Clock::now() + d; }
 
-// Milliseconds left until `d`, never negative.
-inline std::chrono::milliseconds remaining(Deadline d) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now());
-  return left.count() < 0 ? std::chrono::milliseconds(0) : left;
+// `d` in whole milliseconds, rounded up and never negative: a wait of that long (poll(2) and most
+// timeouts take whole milliseconds) does not end before `d` has passed. Rounded down, the last
+// fraction of a millisecond would be a timeout of 0, and a loop around the wait would spin.
+inline std::chrono::milliseconds waitMillis(Clock::duration d) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(d);
+  return ms.count() < 0 ? std::chrono::milliseconds(0) : ms;
 }
+
+// Milliseconds left until `d`, rounded up (see waitMillis), never negative.
+inline std::chrono::milliseconds remaining(Deadline d) { return waitMillis(d - Clock::now()); }
 
 enum class Code : int {
   kOk = 0,

@@ -63,8 +63,9 @@ int Watchdog::pollTimeoutMs(Clock::time_point now) const {
     next = std::min(next, e.next_heartbeat);
     next = std::min(next, link->lastHeard() + link->heartbeatTimeout() + milliseconds(1));
   }
-  auto ms = duration_cast<milliseconds>(next - now).count();
-  return static_cast<int>(std::clamp<long long>(ms, 0, 1000));
+  // Rounded up: rounded down, the last fraction of a millisecond before each heartbeat gave
+  // poll() a timeout of 0, and this thread spun until the beat was due (0.2-0.3 ms of CPU a beat).
+  return static_cast<int>(std::min<long long>(waitMillis(next - now).count(), 1000));
 }
 
 bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
