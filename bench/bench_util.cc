@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -227,6 +228,24 @@ std::string cpuModel() {
     }
   }
   return "unknown";
+}
+
+double processCpuSeconds(int pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  double total = 0;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    unsigned long long ns = 0;
+    if (in >> ns) {  // a thread that ended between the listing and the read counts as none
+      total += static_cast<double>(ns) / 1e9;
+      any = true;
+    }
+  }
+  if (ec || !any) throw BenchError("cannot read the CPU time of process " + std::to_string(pid) +
+                                   " from " + dir + "/*/schedstat");
+  return total;
 }
 
 Json hostJson() {

@@ -81,6 +81,12 @@ Json sampleJson(const std::vector<double>& samples);
 // Writes `doc` to `path` (nothing when path is empty). Throws BenchError when it cannot.
 void writeJson(const std::string& path, const Json& doc);
 
+// CPU time (seconds, nanosecond resolution) that process `pid` and all its threads have run so
+// far: the sum of the first field of /proc/<pid>/task/*/schedstat. Threads that have exited are
+// not counted, so take differences over windows in which the process keeps its threads. Throws
+// BenchError when the process or /proc cannot be read.
+double processCpuSeconds(int pid);
+
 // Host facts for reports: nproc, CPU model, kernel, load average.
 Json hostJson();
 std::string cpuModel();
