@@ -1,6 +1,6 @@
 // mw_bench: benchmarks of libmultiworld against raw Gloo and TCP, with two real processes.
 //
-//   mw_bench throughput | two-worlds | detection | creation | latency [flags]   (see --help)
+//   mw_bench throughput | two-worlds | detection | creation | latency | overhead [flags]
 //   mw_bench agent --fd N          the worker role; spawned by the benchmarks themselves
 #include <signal.h>
 
@@ -18,9 +18,10 @@ namespace {
 const char kUsage[] =
     "usage: mw_bench <subcommand> [flags]      mw_bench <subcommand> --help\n"
     "\n"
-    "Every measurement uses two or more real processes: mw_bench re-executes itself as worker\n"
-    "agents (fork+exec of /proc/self/exe; they die with it). Results are ratios against a\n"
-    "baseline measured in the same processes, variants interleaved rep by rep (A,B,C,A,B,C...),\n"
+    "Every comparison uses two or more real processes (overhead alone uses one): mw_bench\n"
+    "re-executes itself as worker agents (fork+exec of /proc/self/exe; they die with it).\n"
+    "Results are ratios against a baseline measured in the same processes, variants\n"
+    "interleaved rep by rep (A,B,C,A,B,C...),\n"
     "each reported as median [min..max] plus the median of per-rep ratios. Every subcommand\n"
     "prints a table with PASS/MISS beside each target and writes raw samples to --json PATH.\n"
     "Exit: 0 ran (targets may be missed; --strict makes a miss exit 1), 2 usage, 3 failure.\n"
@@ -36,7 +37,9 @@ const char kUsage[] =
     "  creation     time from initWorld to healthy at rank 0 for 2 members (fresh name and a\n"
     "               reused name after removeWorld), and 4 members (informational).\n"
     "  latency      diagnostic: the distribution of single-operation times behind the\n"
-    "               throughput variants (no targets).\n";
+    "               throughput variants (no targets).\n"
+    "  overhead     diagnostic: the runtime's own cost per call in a one-member world, where\n"
+    "               no data moves (one process; no targets).\n";
 
 int help(const char* sub) {
   std::string s = sub;
@@ -50,6 +53,8 @@ int help(const char* sub) {
     std::fputs(mwb::kCreationHelp, stdout);
   else if (s == "latency")
     std::fputs(mwb::kLatencyHelp, stdout);
+  else if (s == "overhead")
+    std::fputs(mwb::kOverheadHelp, stdout);
   else
     std::fputs(kUsage, stdout);
   return 0;
@@ -83,6 +88,7 @@ int main(int argc, char** argv) {
     if (sub == "detection") return mwb::runDetection(argc, argv, 2);
     if (sub == "creation") return mwb::runCreation(argc, argv, 2);
     if (sub == "latency") return mwb::runLatency(argc, argv, 2);
+    if (sub == "overhead") return mwb::runOverhead(argc, argv, 2);
     throw mwb::UsageError("unknown subcommand '" + sub + "'");
   } catch (const mwb::UsageError& e) {
     std::fprintf(stderr, "mw_bench: %s\n\n%s", e.what(), kUsage);

@@ -6,7 +6,8 @@
 #     BUILD_DIR  build tree holding bench/mw_bench (default ./build/release)
 #     OUT_DIR    where the JSON files go (default ./bench-results)
 #   Extra flags for one subcommand: MW_BENCH_THROUGHPUT_FLAGS, MW_BENCH_TWO_WORLDS_FLAGS,
-#   MW_BENCH_DETECTION_FLAGS, MW_BENCH_CREATION_FLAGS, MW_BENCH_LATENCY_FLAGS
+#   MW_BENCH_DETECTION_FLAGS, MW_BENCH_CREATION_FLAGS, MW_BENCH_LATENCY_FLAGS,
+#   MW_BENCH_OVERHEAD_FLAGS
 #   (e.g. MW_BENCH_THROUGHPUT_FLAGS="--reps 9").
 #
 # Exit status: 0 when every subcommand ran (missed targets are reported, not fatal), else the
@@ -43,4 +44,5 @@ run two-worlds "${MW_BENCH_TWO_WORLDS_FLAGS:-}"
 run detection "${MW_BENCH_DETECTION_FLAGS:-}"
 run creation "${MW_BENCH_CREATION_FLAGS:-}"
 run latency "${MW_BENCH_LATENCY_FLAGS:-}"
+run overhead "${MW_BENCH_OVERHEAD_FLAGS:-}"
 exit $status

@@ -9,12 +9,14 @@ int runThroughput(int argc, char** argv, int first);
 int runTwoWorlds(int argc, char** argv, int first);
 int runDetection(int argc, char** argv, int first);
 int runCreation(int argc, char** argv, int first);
-int runLatency(int argc, char** argv, int first);  // diagnostic, no targets
+int runLatency(int argc, char** argv, int first);   // diagnostic, no targets
+int runOverhead(int argc, char** argv, int first);  // diagnostic, no targets
 
 extern const char* const kThroughputHelp;
 extern const char* const kTwoWorldsHelp;
 extern const char* const kDetectionHelp;
 extern const char* const kCreationHelp;
 extern const char* const kLatencyHelp;
+extern const char* const kOverheadHelp;
 
 }  // namespace mwb

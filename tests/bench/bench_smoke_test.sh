@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# mw_bench as a user runs it: every subcommand runs end to end on tiny settings, prints its table
+# and writes JSON that parses with the fields docs/benchmarks.md names; usage errors exit 2 with a
+# message naming the flag. Nothing here judges speed (the benchmarks' targets are not checked:
+# tiny runs on a shared machine decide nothing).
+#   bench_smoke_test.sh MW_BENCH WORK_DIR
+set -euo pipefail
+bench=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# run NAME ARGS...: exit 0, output saved in $work/NAME.out, JSON in $work/NAME.json
+run() {
+  local name=$1
+  shift
+  "$bench" "$name" --json "$work/$name.json" "$@" >"$work/$name.out" 2>&1 ||
+    { cat "$work/$name.out"; fail "mw_bench $name $* exited $?"; }
+}
+# field NAME PYTHON-EXPR: the expression (over the JSON document d) is true
+field() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' \
+    "$work/$1.json" "$2" || fail "$1.json: expected $2"
+}
+
+run overhead --calls 200 --blocks 2
+grep -q "per-call cost in a one-member world" "$work/overhead.out" || fail "overhead: no table"
+field overhead 'd["all_reduce"]["cpu_us_per_call"]["n"] == 2 and d["barrier"]["wall_us_per_call"]["median"] > 0'
+
+run throughput --sizes 64K,1M --reps 2 --rep-seconds 0.02
+grep -q "^1MiB" "$work/throughput.out" || fail "throughput: no 1 MiB row"
+field throughput 'len(d["sizes"]) == 2 and d["sizes"][1]["cpu_per_byte_runtime_over_gloo_all_reduce"]["n"] == 2'
+field throughput '"send_recv_runtime_over_gloo_ge_0.98" in d["sizes"][1]["targets_pass"]'
+
+run two-worlds --reps 1 --size 1M --rep-seconds 0.02 --settle-ms 10 --idle-reps 1 --idle-seconds 0.2
+grep -q "CPU share an idle B takes" "$work/two-worlds.out" || fail "two-worlds: no CPU share line"
+field two-worlds 'd["idle_world_cpu_cores"]["n"] == 1 and "target_loss_lt_1pct_pass" in d'
+
+run creation --reps 2 --no-four
+field creation 'd is not None'
+
+# Usage errors: exit 2, naming the flag or subcommand.
+expect_usage() {
+  local want=$1
+  shift
+  local rc=0
+  "$bench" "$@" >"$work/usage.out" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "mw_bench $*: exit $rc, want 2"
+  grep -q -- "$want" "$work/usage.out" || { cat "$work/usage.out"; fail "mw_bench $*: no '$want'"; }
+}
+expect_usage "unknown subcommand 'nope'" nope
+expect_usage "--calls" overhead --calls 0
+expect_usage "--idle-reps" two-worlds --idle-reps x
+expect_usage "--bogus" throughput --bogus 1
+"$bench" overhead --help | grep -q "one-member world" || fail "overhead --help"
+echo "bench smoke: every subcommand ran, JSON as documented, usage errors exit 2"
