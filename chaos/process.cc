@@ -139,6 +139,31 @@ Process::~Process() {
   }
 }
 
+bool Process::endedBy(int sig) const {
+  switch (sig) {
+    case SIGSTOP:
+    case SIGTSTP:
+    case SIGTTIN:
+    case SIGTTOU:
+    case SIGCONT:
+    case SIGCHLD:
+    case SIGURG:
+    case SIGWINCH:
+      return false;
+    default:
+      break;
+  }
+  if (reaped_ || sig <= 0 || sig >= NSIG) return false;
+  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigIgn:", 0) != 0) continue;
+    const unsigned long long ignored = std::stoull(line.substr(7), nullptr, 16);
+    return (ignored & (1ULL << (sig - 1))) == 0;
+  }
+  return true;  // gone between the check and the read: it ended anyway
+}
+
 void Process::signal(int sig) {
   if (pid_ > 0 && !reaped_) ::kill(-pid_, sig);
 }

@@ -37,6 +37,12 @@ class Process {
 
   // Sends `sig` to the whole process group. No-op after it was reaped.
   void signal(int sig);
+  // True when `sig`, sent now, ends the process: its default action terminates the process (or
+  // dumps core), and the process does not ignore it (the SigIgn mask of /proc/<pid>/status: the
+  // runtime ignores SIGPIPE, for one). A signal the process catches counts as ending it (the
+  // worker stops on SIGTERM and SIGINT). False for stop, continue, the signals ignored by
+  // default, and once the process was reaped.
+  bool endedBy(int sig) const;
   // Writes one line to its stdin (dropped when the pipe is full or closed).
   void tell(const std::string& line);
   void closeStdin();

@@ -32,13 +32,6 @@ const EventRec* firstBroken(const RunRecord& r, const std::string& world, const 
   return best;
 }
 
-bool killsRole(const FaultRec& f) {
-  return f.kind == "restart" || (f.kind == "kill" && f.action.find("SIGSTOP") == std::string::npos &&
-                                 f.action.find("SIGCONT") == std::string::npos &&
-                                 f.action.find("SIGUSR") == std::string::npos &&
-                                 f.action.find("SIGHUP") == std::string::npos);
-}
-
 // "world W stays healthy": passes when `first_break` is null.
 Verdict staysHealthy(const std::string& name, const EventRec* first_break, const std::string& where) {
   Verdict v;
@@ -177,7 +170,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     }
     std::set<std::string> gone;  // roles killed by the scenario up to then
     for (const auto& f : r.faults) {
-      if (f.sent >= 0 && f.sent <= first->t + 1 && killsRole(f)) gone.insert(f.role);
+      if (f.sent >= 0 && f.sent <= first->t + 1 && f.ends_role) gone.insert(f.role);
     }
     double worst = 0;
     std::string worst_role, missing;

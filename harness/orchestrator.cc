@@ -469,6 +469,7 @@ class Run {
       if (w.proc) {
         w.proc->killAndReap();
         w.killed_by_scenario = true;
+        f.ends_role = true;
         finishWorker(w);
       }
       f.outcome = start(a.role) ? "ok" : "error: could not start the worker again";
@@ -480,11 +481,11 @@ class Run {
       return;
     }
     if (a.kind == "kill") {
+      // Decided once, here, before the signal can take the process (and its /proc entry) away;
+      // the expectations read it from the fault record.
+      f.ends_role = w.proc->endedBy(a.signal);
+      w.killed_by_scenario = w.killed_by_scenario || f.ends_role;
       w.proc->signal(a.signal);
-      if (a.signal == SIGKILL || a.signal == SIGTERM || a.signal == SIGINT ||
-          a.signal == SIGSEGV || a.signal == SIGABRT || a.signal == SIGQUIT) {
-        w.killed_by_scenario = true;
-      }
     } else if (a.kind == "pause") {
       w.proc->signal(SIGSTOP);
     } else if (a.kind == "resume") {

@@ -42,6 +42,7 @@ struct FaultRec {
   std::string outcome = "pending";  // ok | error: ... | skipped: ...
   std::string note;                 // how it was done, when not the obvious way
   std::vector<std::string> worlds;  // the worlds it touches
+  bool ends_role = false;  // it ended the role's process: a restart, or a signal that ends it
 };
 
 struct WorkerRec {

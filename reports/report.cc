@@ -73,7 +73,8 @@ json runJson(const Scenario& s, const RunRecord& r) {
                              {"acked_s", r3(f.acked)},
                              {"outcome", f.outcome},
                              {"note", f.note},
-                             {"worlds", f.worlds}});
+                             {"worlds", f.worlds},
+                             {"ends_role", f.ends_role}});
   }
   run["events"] = json::array();
   for (const auto& e : r.events) {
@@ -301,6 +302,12 @@ RunRecord runFromJson(const json& doc) {
     x.outcome = f.value("outcome", std::string());
     x.note = f.value("note", std::string());
     x.worlds = f.value("worlds", std::vector<std::string>());
+    // Reports written before the field existed: a restart, or a kill whose signal stops nothing
+    // else, ended the role (the rule the harness used then).
+    const bool legacy_end =
+        x.kind == "restart" || (x.kind == "kill" && x.action.find("SIGSTOP") == std::string::npos &&
+                                x.action.find("SIGCONT") == std::string::npos);
+    x.ends_role = f.value("ends_role", legacy_end);
     r.faults.push_back(x);
   }
   for (const auto& e : run.value("events", json::array())) {

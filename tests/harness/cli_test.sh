@@ -156,6 +156,14 @@ else
   echo "note: the unprivileged run was not tried (not root, or the build is not readable by nobody)"
 fi
 
+# A signal ends a role only when it ends the process: SIGUSR1 does (the leader alone must see w1
+# break), SIGPIPE (ignored by the runtime) and SIGURG (ignored by default) do not. The report
+# records it per fault.
+expect_rc 0 "signals that end roles" "$mwchaos" run -q --format json -o "$work/signals" "$fx/signals_end_roles.lua"
+ends=$(python3 -c 'import json,sys; print(" ".join(f["action"].split()[-1] + "=" + str(f["ends_role"]) for f in json.load(open(sys.argv[1]))["run"]["faults"]))' \
+  "$work/signals/signals_end_roles/report.json" 2>&1)
+[ "$ends" = "SIGUSR1=True SIGPIPE=False SIGURG=False" ] || fail "signals: ends_role per fault is '$ends'"
+
 # A GPU scenario where there is no GPU: exit 3 naming what is missing (skipped in JUnit).
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect_rc 3 "nccl without a GPU" "$mwchaos" run -q -o "$work/gpu" "$src/scenarios/nccl_remote_error.lua"
