@@ -24,6 +24,9 @@ scenario {
   expect = {
     broken = { "w2" },
     detected_within = "100ms",
-    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+    -- 0.6: on kernels that share the leader fairly, w1 runs about as fast before the fault as
+    -- after it, and its 100 ms windows move by +-30% on a shared 2-core machine (18 runs on an
+    -- idle one: 0.71-1.41). A survivor held up by the fault for a second falls well below 0.6.
+    throughput = { throughput_kept { world = "w1", ratio = 0.6 } },
   },
 }
