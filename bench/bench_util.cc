@@ -230,21 +230,25 @@ std::string cpuModel() {
   return "unknown";
 }
 
-double processCpuSeconds(int pid) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  std::error_code ec;
+double processCpuSeconds(std::initializer_list<int> pids) {
   double total = 0;
-  bool any = false;
-  for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
-    std::ifstream in(task.path() / "schedstat");
-    unsigned long long ns = 0;
-    if (in >> ns) {  // a thread that ended between the listing and the read counts as none
-      total += static_cast<double>(ns) / 1e9;
-      any = true;
+  for (int pid : pids) {
+    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    std::error_code ec;
+    bool any = false;
+    for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+      std::ifstream in(task.path() / "schedstat");
+      unsigned long long ns = 0;
+      if (in >> ns) {  // a thread that ended between the listing and the read counts as none
+        total += static_cast<double>(ns) / 1e9;
+        any = true;
+      }
+    }
+    if (ec || !any) {
+      throw BenchError("cannot read the CPU time of process " + std::to_string(pid) + " from " +
+                       dir + "/*/schedstat");
     }
   }
-  if (ec || !any) throw BenchError("cannot read the CPU time of process " + std::to_string(pid) +
-                                   " from " + dir + "/*/schedstat");
   return total;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -81,11 +82,11 @@ Json sampleJson(const std::vector<double>& samples);
 // Writes `doc` to `path` (nothing when path is empty). Throws BenchError when it cannot.
 void writeJson(const std::string& path, const Json& doc);
 
-// CPU time (seconds, nanosecond resolution) that process `pid` and all its threads have run so
-// far: the sum of the first field of /proc/<pid>/task/*/schedstat. Threads that have exited are
-// not counted, so take differences over windows in which the process keeps its threads. Throws
-// BenchError when the process or /proc cannot be read.
-double processCpuSeconds(int pid);
+// CPU time (seconds, nanosecond resolution) that processes `pids` and all their threads have run
+// so far: the sum of the first field of /proc/<pid>/task/*/schedstat. Threads that have exited
+// are not counted, so take differences over windows in which the processes keep their threads.
+// Throws BenchError when a process or /proc cannot be read.
+double processCpuSeconds(std::initializer_list<int> pids);
 
 // Host facts for reports: nproc, CPU model, kernel, load average.
 Json hostJson();

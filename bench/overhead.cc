@@ -72,11 +72,11 @@ int runOverhead(int argc, char** argv, int first) {
   for (int b = 0; b < blocks; ++b) {
     for (int i = 0; i < kNumCalls; ++i) {
       const auto c = static_cast<Call>(b % 2 == 0 ? i : kNumCalls - 1 - i);
-      const double cpu0 = processCpuSeconds(pid);
+      const double cpu0 = processCpuSeconds({pid});
       const auto t0 = Clock::now();
       for (long n = 0; n < calls; ++n) expectOk(callOnce(comm, c, v), kCallKey[c]);
       wall_us[c].push_back(1e6 * seconds(Clock::now() - t0) / static_cast<double>(calls));
-      cpu_us[c].push_back(1e6 * (processCpuSeconds(pid) - cpu0) / static_cast<double>(calls));
+      cpu_us[c].push_back(1e6 * (processCpuSeconds({pid}) - cpu0) / static_cast<double>(calls));
     }
   }
 

@@ -143,7 +143,7 @@ std::string agentCommand(Variant v, size_t bytes, long iters) {
 
 // CPU seconds both processes have used so far.
 double cpuBoth(const Pair& p) {
-  return processCpuSeconds(static_cast<int>(::getpid())) + processCpuSeconds(p.agent->pid());
+  return processCpuSeconds({static_cast<int>(::getpid()), p.agent->pid()});
 }
 
 // One rep: seconds from starting the sender to the last completion at rank 0. With `per_op`,

@@ -67,13 +67,11 @@ struct Setup {
   size_t bytes = 0;
   std::vector<float> buf_a, buf_b;
   bool b_exists = false;
-  std::vector<double> a_cores;  // CPU cores all three processes used during each timeOne()
 };
 
 // CPU seconds that this process and both agents have used so far.
 double cpuAll(const Setup& s) {
-  return processCpuSeconds(static_cast<int>(::getpid())) + processCpuSeconds(s.x->pid()) +
-         processCpuSeconds(s.y->pid());
+  return processCpuSeconds({static_cast<int>(::getpid()), s.x->pid(), s.y->pid()});
 }
 
 void createB(Setup& s) {
@@ -93,8 +91,9 @@ std::string sendCmd(const char* world, size_t bytes, long iters) {
   return std::string("send ") + world + " 0 " + std::to_string(bytes) + " " + std::to_string(iters);
 }
 
-// Seconds to receive `iters` messages on A.
-double timeOne(Setup& s, long iters) {
+// Seconds to receive `iters` messages on A; with `cores`, also the CPU cores all three processes
+// used meanwhile.
+double timeOne(Setup& s, long iters, double* cores = nullptr) {
   auto t = mw::Tensor::cpu(s.buf_a.data(), s.buf_a.size());
   const double cpu0 = cpuAll(s);
   const auto t0 = Clock::now();
@@ -102,7 +101,7 @@ double timeOne(Setup& s, long iters) {
   for (long i = 0; i < iters; ++i) expectOk(s.comm.recv("A", t, 1), "recv in A");
   const double sec = seconds(Clock::now() - t0);
   s.x->reply();
-  s.a_cores.push_back((cpuAll(s) - cpu0) / sec);
+  if (cores) *cores = (cpuAll(s) - cpu0) / sec;
   return sec;
 }
 
@@ -134,10 +133,11 @@ double timeBoth(Setup& s, long iters) {
   return sec;
 }
 
-// Seconds to receive `iters` messages on A after a settle pause.
-double timeSettled(Setup& s, long iters, std::chrono::milliseconds settle) {
+// Seconds to receive `iters` messages on A after a settle pause (cores: as timeOne).
+double timeSettled(Setup& s, long iters, std::chrono::milliseconds settle,
+                   double* cores = nullptr) {
   std::this_thread::sleep_for(settle);
-  return timeOne(s, iters);
+  return timeOne(s, iters, cores);
 }
 
 // CPU cores all three processes use over `sec` seconds without traffic.
@@ -174,6 +174,7 @@ struct Samples {
   std::vector<double> one, idle, busy;          // GB/s per rep (busy: aggregate of both worlds)
   std::vector<double> one_single, idle_single;  // GB/s of every single measurement
   std::vector<double> loss_pct, busy_ratio;
+  std::vector<double> one_cores;        // CPU cores of A's traffic alone, per "one" timing
   std::vector<double> idle_cost_cores;  // per CPU-cost group
   double cpu_share_pct = 0;             // 100 * median idle cost / median cores of A's traffic
 };
@@ -239,7 +240,6 @@ int runTwoWorlds(int argc, char** argv, int first) {
   const long probe = std::max<long>(2, static_cast<long>((64u << 20) / s.bytes));
   const double per = timeOne(s, probe) / static_cast<double>(probe);
   const long iters = std::clamp<long>(std::lround(rep_seconds / per), 2, 1000000);
-  s.a_cores.clear();  // from here on: the timings of the reps
 
   Samples r;
   const double gb = static_cast<double>(s.bytes) * static_cast<double>(iters) / 1e9;
@@ -247,14 +247,16 @@ int runTwoWorlds(int argc, char** argv, int first) {
     // one, idle, busy, idle, one: the mirrored order cancels a load drift that is linear within
     // the rep, which on a shared machine is larger than the effect being measured.
     if (s.b_exists) removeB(s);
-    const double one_a = timeSettled(s, iters, settle);
+    double cores_a = 0, cores_b = 0;
+    const double one_a = timeSettled(s, iters, settle, &cores_a);
     createB(s);
     const double idle_a = timeSettled(s, iters, settle);
     std::this_thread::sleep_for(settle);
     const double busy = 2 * gb / timeBoth(s, iters);
     const double idle_b = timeSettled(s, iters, settle);
     removeB(s);
-    const double one_b = timeSettled(s, iters, settle);
+    const double one_b = timeSettled(s, iters, settle, &cores_b);
+    r.one_cores.insert(r.one_cores.end(), {cores_a, cores_b});
     const double one = 2 * gb / (one_a + one_b), idle = 2 * gb / (idle_a + idle_b);
     for (double t : {one_a, one_b}) r.one_single.push_back(gb / t);
     for (double t : {idle_a, idle_b}) r.idle_single.push_back(gb / t);
@@ -267,14 +269,9 @@ int runTwoWorlds(int argc, char** argv, int first) {
                  one, idle, busy);
   }
 
-  // The cores of A's traffic alone: from the "one" timings (the first and last of every five).
-  std::vector<double> one_cores;
-  for (size_t i = 0; i < s.a_cores.size(); ++i) {
-    if (i % 4 == 0 || i % 4 == 3) one_cores.push_back(s.a_cores[i]);
-  }
   r.idle_cost_cores = idleWorldCost(s, idle_reps, idle_seconds, settle);
   r.cpu_share_pct =
-      100.0 * summarize(r.idle_cost_cores).median / summarize(one_cores).median;
+      100.0 * summarize(r.idle_cost_cores).median / summarize(r.one_cores).median;
   const bool ok = r.cpu_share_pct < 1.0 && summarize(r.loss_pct).ci_lo < 1.0;
   printResult(r, iters, s.bytes, reps, ok);
   Json doc = Json::object();
@@ -292,7 +289,7 @@ int runTwoWorlds(int argc, char** argv, int first) {
   doc.set("two_worlds_busy_aggregate_gbps", sampleJson(r.busy));
   doc.set("loss_pct_per_rep", sampleJson(r.loss_pct));
   doc.set("busy_over_one_per_rep", sampleJson(r.busy_ratio));
-  doc.set("one_world_cpu_cores", sampleJson(one_cores));
+  doc.set("one_world_cpu_cores", sampleJson(r.one_cores));
   doc.set("idle_world_cpu_cores", sampleJson(r.idle_cost_cores));
   doc.set("idle_world_cpu_share_pct", r.cpu_share_pct);
   doc.set("target_loss_lt_1pct_pass", ok);

@@ -302,11 +302,13 @@ RunRecord runFromJson(const json& doc) {
     x.outcome = f.value("outcome", std::string());
     x.note = f.value("note", std::string());
     x.worlds = f.value("worlds", std::vector<std::string>());
-    // Reports written before the field existed: a restart, or a kill whose signal stops nothing
-    // else, ended the role (the rule the harness used then).
+    // Reports written before the field existed are judged by the rule the harness used then: a
+    // restart, or a kill with any signal but SIGSTOP, SIGCONT, SIGUSR* and SIGHUP.
     const bool legacy_end =
-        x.kind == "restart" || (x.kind == "kill" && x.action.find("SIGSTOP") == std::string::npos &&
-                                x.action.find("SIGCONT") == std::string::npos);
+        x.kind == "restart" ||
+        (x.kind == "kill" && x.action.find("SIGSTOP") == std::string::npos &&
+         x.action.find("SIGCONT") == std::string::npos &&
+         x.action.find("SIGUSR") == std::string::npos && x.action.find("SIGHUP") == std::string::npos);
     x.ends_role = f.value("ends_role", legacy_end);
     r.faults.push_back(x);
   }
