@@ -37,6 +37,11 @@ TEST_CASE("world options are validated with messages naming the field", "[runtim
   auto o = opts("w", 0, 1);
   o.heartbeat_timeout = 10ms;
   check(o, "heartbeat_timeout 10 ms");
+  o = opts("w", 0, 1);
+  o.executor_grace = -1us;
+  check(o, "executor_grace -1 us");
+  o.executor_grace = 11s;
+  check(o, "executor_grace 11000000 us must be between 0 and 10 s");
   o = opts("w", 1, 2, 0);
   check(o, "store port 0");
   CHECK(m.worlds().empty());

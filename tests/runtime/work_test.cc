@@ -193,3 +193,93 @@ TEST_CASE("waits in whole milliseconds are rounded up, never down to a busy poll
   CHECK(mw::remaining(mw::deadlineIn(milliseconds(10) + microseconds(500))) >= milliseconds(10));
   CHECK(mw::remaining(mw::deadlineIn(-milliseconds(1))) == milliseconds(0));
 }
+
+// When queued operations start (Work's header): the grace here is 10 s, far longer than any
+// bound checked, so an operation that completes within those bounds was started by the rule under
+// test, not by the end of its grace.
+TEST_CASE("test(), waitAny and a wait behind a running operation start it at once",
+          "[runtime][work]") {
+  mw::test::LocalWorld lw("start", 2, 1000ms, 60000ms, 10s);
+  INFO(lw.status().toString());
+  REQUIRE(lw.status().ok());
+  float v0[4] = {1, 1, 1, 1}, v1[4] = {2, 2, 2, 2};
+  auto peer = [&](Status& out) {  // rank 1 waits for its own all_reduce, so runs it at once
+    out = lw.comm(1).allReduce("start", mw::Tensor::cpu(v1, 4)).wait(mw::deadlineIn(20s));
+  };
+
+  SECTION("test() polling") {
+    Status peer_status;
+    std::thread t(peer, std::ref(peer_status));
+    Work w = lw.comm(0).allReduce("start", mw::Tensor::cpu(v0, 4));
+    const auto start = mw::Clock::now();
+    while (!w.test() && elapsedSince(start) < 20s) std::this_thread::sleep_for(1ms);
+    const auto took = elapsedSince(start);
+    t.join();
+    REQUIRE(peer_status.ok());
+    REQUIRE(w.test());
+    CHECK(w.status().ok());
+    CHECK(took < 5s);
+    CHECK(v0[0] == 3);
+  }
+  SECTION("waitAny") {
+    Status peer_status;
+    std::thread t(peer, std::ref(peer_status));
+    std::vector<Work> ws{lw.comm(0).allReduce("start", mw::Tensor::cpu(v0, 4))};
+    const auto start = mw::Clock::now();
+    auto i = mw::waitAny(ws, mw::deadlineIn(20s));
+    const auto took = elapsedSince(start);
+    t.join();
+    REQUIRE(peer_status.ok());
+    REQUIRE(i.ok());
+    CHECK(ws[0].status().ok());
+    CHECK(took < 5s);
+  }
+  SECTION("wait() while another thread runs the world's previous operation") {
+    // Rank 0: thread x runs all_reduce #1 inline, stalled until rank 1 arrives 300 ms later;
+    // meanwhile this thread queues #2 and waits, which it cannot run itself.
+    Status first, peer_first, peer_second;
+    std::thread x([&] {
+      first = lw.comm(0).allReduce("start", mw::Tensor::cpu(v0, 4)).wait(mw::deadlineIn(20s));
+    });
+    std::this_thread::sleep_for(100ms);
+    Work second = lw.comm(0).allReduce("start", mw::Tensor::cpu(v0, 4));
+    std::thread p([&] {
+      std::this_thread::sleep_for(200ms);
+      peer(peer_first);
+      peer(peer_second);
+    });
+    const auto start = mw::Clock::now();
+    Status s = second.wait(mw::deadlineIn(20s));
+    const auto took = elapsedSince(start);
+    x.join();
+    p.join();
+    REQUIRE(first.ok());
+    REQUIRE(peer_first.ok());
+    REQUIRE(peer_second.ok());
+    REQUIRE(s.ok());
+    CHECK(took < 5s);
+  }
+}
+
+TEST_CASE("an operation nobody waits for starts at the end of its grace", "[runtime][work]") {
+  mw::test::LocalWorld lw("grace", 2, 1000ms, 60000ms, 300ms);
+  INFO(lw.status().toString());
+  REQUIRE(lw.status().ok());
+  float v0[4] = {1, 1, 1, 1}, v1[4] = {2, 2, 2, 2};
+  // Rank 1 runs its side at once; it completes when rank 0's executor starts rank 0's side, which
+  // nothing else starts: this thread only sleeps meanwhile.
+  Status peer_status;
+  mw::Clock::time_point peer_done;
+  const auto submitted = mw::Clock::now();
+  Work w = lw.comm(0).allReduce("grace", mw::Tensor::cpu(v0, 4));
+  std::thread t([&] {
+    peer_status = lw.comm(1).allReduce("grace", mw::Tensor::cpu(v1, 4)).wait(mw::deadlineIn(20s));
+    peer_done = mw::Clock::now();
+  });
+  t.join();
+  REQUIRE(peer_status.ok());
+  CHECK(peer_done - submitted >= 300ms);
+  CHECK(peer_done - submitted < 5s);
+  REQUIRE(w.wait(mw::deadlineIn(1s)).ok());
+  CHECK(v0[0] == 3);
+}

@@ -18,7 +18,8 @@ class LocalWorld {
  public:
   LocalWorld(const std::string& name, int size,
              std::chrono::milliseconds heartbeat = std::chrono::milliseconds(1000),
-             std::chrono::milliseconds op_timeout = std::chrono::milliseconds(20000))
+             std::chrono::milliseconds op_timeout = std::chrono::milliseconds(20000),
+             std::chrono::microseconds executor_grace = WorldOptions{}.executor_grace)
       : name_(name) {
     for (int i = 0; i < size; ++i) {
       managers_.push_back(std::make_unique<WorldManager>());
@@ -30,6 +31,7 @@ class LocalWorld {
     o.rank = 0;
     o.heartbeat_timeout = heartbeat;
     o.op_timeout = op_timeout;
+    o.executor_grace = executor_grace;
     std::vector<Work> joins;
     joins.push_back(managers_[0]->initWorldAsync(o, deadlineIn(std::chrono::seconds(20))));
     o.store.port = waitForPort(*managers_[0], name);

@@ -32,6 +32,11 @@ bool WorkState::isDone() const {
   return done;
 }
 
+void WorkState::expediteOnce() {
+  if (!expedite || expedited.exchange(true) || isDone()) return;
+  expedite();
+}
+
 }  // namespace detail
 
 namespace {
@@ -55,7 +60,12 @@ Status Work::wait(Deadline deadline) const {
   return state_->status;
 }
 
-bool Work::test() const { return state_ && state_->isDone(); }
+bool Work::test() const {
+  if (!state_) return false;
+  if (state_->isDone()) return true;
+  state_->expediteOnce();  // somebody is waiting for it: start it now
+  return false;
+}
 
 Status Work::status() const {
   if (!state_) return Status(Code::kInvalidUsage, "status() on an empty Work");
@@ -97,6 +107,7 @@ Result<size_t> waitAny(std::span<const Work> works, Deadline deadline) {
       return Status(Code::kInvalidArgument, "waitAny: work " + std::to_string(i) + " is empty");
     }
   }
+  for (const Work& w : works) w.state()->expediteOnce();
   detail::AnyWaiter waiter;
   setWaiter(works, &waiter, true);
   // A work that completed before registration never fires the waiter: look once more first.

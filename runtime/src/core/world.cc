@@ -72,7 +72,8 @@ Status World::connect(Deadline deadline) {
           ? createNcclBackend(NcclConfig{o.name, o.rank, o.size, o.device.index}, *client_,
                               std::move(on_error), deadline)
           : createGlooBackend(
-                GlooConfig{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host)},
+                GlooConfig{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host),
+                           o.executor_grace},
                 *client_, std::move(on_error), deadline);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();

@@ -97,6 +97,10 @@ Status validate(const WorldOptions& o) {
     return invalid(w + "op_timeout " + std::to_string(o.op_timeout.count()) +
                    " ms must be positive");
   }
+  if (o.executor_grace < std::chrono::microseconds(0) || o.executor_grace > std::chrono::seconds(10)) {
+    return invalid(w + "executor_grace " + std::to_string(o.executor_grace.count()) +
+                   " us must be between 0 and 10 s");
+  }
   if (o.store.host.empty()) return invalid(w + "store host is empty");
   if (o.store.port == 0 && !(o.rank == 0 && o.host_store)) {
     return invalid(w + "store port 0 is only allowed at rank 0 when it hosts the store");

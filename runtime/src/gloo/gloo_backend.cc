@@ -5,6 +5,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -61,9 +62,6 @@ class StoreAdapter : public gloo::rendezvous::Store {
   Deadline deadline_;
 };
 
-// Gives a thread that is about to wait for a newly queued operation the chance to run it itself
-// before the executor thread is woken for it (see core/deferred_wake.h).
-constexpr auto kExecutorGrace = std::chrono::microseconds(100);
 // How long an aborted world lets Gloo's loop close its shut-down connections itself (about a
 // millisecond; longer on a loaded machine or in a sanitizer build) before it closes the ones left
 // from outside (see pair_sockets.h).
@@ -97,7 +95,7 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
  private:
   struct Pending {
     OpRequest req;
-    Clock::time_point queued_at;
+    Clock::time_point due;  // when the executor takes it (GUARDED_BY(mu_) once queued)
     uint64_t check_id = 0;  // in calls_, while it runs; 0 when not registered
     std::unique_ptr<Buf> data_buf;
     std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
@@ -109,11 +107,16 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
   void buryLocked(std::unique_lock<std::mutex>& lock);
   // Runs queued operations in this thread until `target` completes, while nobody else runs them
-  // and each one's deadline is no later than `deadline`.
+  // and each one's deadline is no later than `deadline`; what it leaves is expedited.
   void driveUntil(const WorkState* target, Deadline deadline);
+  // Makes `target` and every operation queued before it due now, and wakes the executor for them
+  // unless an operation is running (releaseLocked wakes it then). REQUIRES: mu_ held.
+  void expediteLocked(const WorkState* target);
   // Takes the next operation to run, or nullptr. REQUIRES: mu_ held.
   std::unique_ptr<Pending> claimLocked();
   void releaseLocked();
+  // Wakes the executor when `next` (the queue's front) is due. REQUIRES: mu_ held.
+  void wakeForLocked(const Pending& next);
   void execute(Pending& p);
   void runOp(Pending& p);
   void report(Pending& p, Cause cause, int peer, const std::string& detail);
@@ -182,6 +185,12 @@ void GlooBackend::submit(OpRequest op, bool caller_waits) {
   p->req.work->driver = [weak = weak_from_this(), target = p->req.work.get()](Deadline d) {
     if (auto self = weak.lock()) self->driveUntil(target, d);
   };
+  p->req.work->expedite = [weak = weak_from_this(), target = p->req.work.get()] {
+    if (auto self = weak.lock()) {
+      std::lock_guard lock(self->mu_);
+      self->expediteLocked(target);
+    }
+  };
   if (p->req.kind == OpKind::kSend || p->req.kind == OpKind::kRecv) {
     // Posting at submission lets both sides of an exchange make progress whatever the order in
     // which their executors wait.
@@ -194,19 +203,21 @@ void GlooBackend::submit(OpRequest op, bool caller_waits) {
     }
   }
   std::optional<Status> reason;
+  Clock::time_point due;
   {
     std::lock_guard lock(mu_);
     if (abort_reason_) {
       reason = abort_reason_;
     } else {
-      p->queued_at = Clock::now();
+      due = Clock::now() + cfg_.executor_grace;
+      p->due = due;
       queue_.push_back(std::move(p));
     }
   }
   if (reason) return finish(*p, *reason);
   // A caller about to wait runs the operation itself (driveUntil); any other operation is the
-  // executor's once its grace has passed, unless a waiting caller took it first.
-  if (!caller_waits) wake_.at(Clock::now() + kExecutorGrace);
+  // executor's once its grace has passed, unless a waiting caller took it or expedited it first.
+  if (!caller_waits) wake_.at(due);
 }
 
 std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
@@ -221,9 +232,9 @@ std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
 
 void GlooBackend::releaseLocked() {
   executing_ = false;
-  // What is queued behind is the executor's once its grace has passed (a caller waiting for it
-  // may still take it first).
-  if (!queue_.empty()) wake_.at(queue_.front()->queued_at + kExecutorGrace);
+  // What is queued behind is the executor's once it is due (a caller waiting for it may still
+  // take it first).
+  if (!queue_.empty()) wakeForLocked(*queue_.front());
   if (shut_down_) cv_.notify_all();
 }
 
@@ -244,11 +255,10 @@ void GlooBackend::executorLoop(std::stop_token st) {
     if (st.stop_requested() && queue_.empty()) return;
     std::unique_ptr<Pending> p;
     if (!queue_.empty() && !executing_) {
-      const Clock::time_point due = queue_.front()->queued_at + kExecutorGrace;
-      if (Clock::now() >= due) {
+      if (Clock::now() >= queue_.front()->due) {
         p = claimLocked();
       } else {
-        wake_.at(due);
+        wake_.at(queue_.front()->due);
       }
     }
     if (p) {
@@ -270,12 +280,33 @@ void GlooBackend::executorLoop(std::stop_token st) {
 void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
   std::unique_lock lock(mu_);
   while (!target->isDone()) {
-    if (executing_ || queue_.empty() || queue_.front()->req.deadline > deadline) return;
+    if (executing_ || queue_.empty() || queue_.front()->req.deadline > deadline) {
+      // Someone else runs the world's operations (or the caller may not stay for the next one):
+      // the executor takes over at once rather than at the end of the grace.
+      return expediteLocked(target);
+    }
     auto p = claimLocked();
     lock.unlock();
     execute(*p);
     lock.lock();
     releaseLocked();
+  }
+}
+
+void GlooBackend::expediteLocked(const WorkState* target) {
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [&](const auto& q) { return q->req.work.get() == target; });
+  if (it == queue_.end()) return;  // it runs, or has completed
+  const Clock::time_point now = Clock::now();
+  for (auto q = queue_.begin(); q != std::next(it); ++q) (*q)->due = std::min((*q)->due, now);
+  if (!executing_) wake_.now();
+}
+
+void GlooBackend::wakeForLocked(const Pending& next) {
+  if (next.due <= Clock::now()) {
+    wake_.now();
+  } else {
+    wake_.at(next.due);
   }
 }
 

@@ -14,6 +14,7 @@ struct GlooConfig {
   int rank = 0;
   int size = 1;
   std::string bind_host = "127.0.0.1";  // local address the world's pairs listen on
+  Clock::duration executor_grace = std::chrono::milliseconds(5);  // WorldOptions::executor_grace
 };
 
 // Creates the world's device and context and connects the full mesh through `store` (keys under
