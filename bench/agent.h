@@ -15,6 +15,9 @@
 //   gloo-send DST BYTES ITERS           raw Gloo send loop (one fixed slot)
 //   gloo-allreduce COUNT ITERS          raw gloo::allreduce loop
 //   gloo-allreduce-check COUNT          as allreduce-check, raw Gloo
+//   paired-allreduce NAME COUNT N       N all-reduces (as above) alternating runtime and raw Gloo
+//                                       in the order pairedUsesGloo() gives
+//   paired-send NAME DST BYTES N        N sends alternating the same way
 //   tcp-connect PORT                    one loopback TCP connection to the leader
 //   tcp-send BYTES ITERS                blocking send loop on it
 //   quit                                remove every world and exit 0
@@ -73,6 +76,10 @@ int agentMain(int fd);
 // Fills `count` floats with the pattern `send` transmits; checkPattern says whether they hold it.
 void fillPattern(float* p, size_t count);
 bool checkPattern(const float* p, size_t count);
+
+// Whether operation `i` of a paired run uses raw Gloo (else the runtime): A B B A, A B B A, ...,
+// so that each variant follows and precedes each variant equally often.
+inline bool pairedUsesGloo(long i) { return ((i ^ (i >> 1)) & 1) != 0; }
 
 // Throws BenchError("<what>: <status>") unless `s` is OK.
 void expectOk(const mw::Status& s, const std::string& what);

@@ -35,6 +35,7 @@ class AgentServer {
   std::string allreduce(const std::string& world, size_t count, long iters, bool check);
   std::string stream(const std::vector<std::string>& w);
   std::string glooAllreduce(size_t count, long iters, bool check);
+  std::string paired(const std::vector<std::string>& w, bool allreduce);
   float* pattern(size_t count);
   float* zeros(size_t count);
   void stopAll();
@@ -146,6 +147,33 @@ std::string AgentServer::glooAllreduce(size_t count, long iters, bool check) {
   return check ? "ok" : "done";
 }
 
+// "paired-allreduce WORLD COUNT N" / "paired-send WORLD DST BYTES N": N operations alternating
+// between the runtime and raw Gloo in the order pairedUsesGloo() gives, the leader doing the same.
+std::string AgentServer::paired(const std::vector<std::string>& w, bool allreduce) {
+  if (!gloo_) throw BenchError("no raw gloo context");
+  const std::string world = tensorWorld(w, 1);
+  const size_t count = allreduce ? static_cast<size_t>(num(w, 2))
+                                 : static_cast<size_t>(num(w, 3)) / sizeof(float);
+  const int dst = allreduce ? -1 : static_cast<int>(num(w, 2));
+  const long n = num(w, allreduce ? 3 : 4);
+  float* p = allreduce ? zeros(count) : pattern(count);
+  auto t = mw::Tensor::cpu(p, count);
+  for (long i = 0; i < n; ++i) {
+    if (allreduce) {
+      if (pairedUsesGloo(i)) {
+        gloo_->allreduce(p, count, 1);
+      } else {
+        expectOk(comm_.allReduce(world, t).wait(), "all_reduce");
+      }
+    } else if (pairedUsesGloo(i)) {
+      gloo_->send(p, count * sizeof(float), dst, 1);
+    } else {
+      expectOk(comm_.send(world, t, dst), "send in " + world);
+    }
+  }
+  return "done";
+}
+
 std::string AgentServer::stream(const std::vector<std::string>& w) {
   const std::string world = tensorWorld(w, 1);
   const int dst = static_cast<int>(num(w, 2));
@@ -171,6 +199,8 @@ std::string AgentServer::dispatch(const std::vector<std::string>& w) {
   if (c == "allreduce") return allreduce(tensorWorld(w, 1), num(w, 2), num(w, 3), false);
   if (c == "allreduce-check") return allreduce(tensorWorld(w, 1), num(w, 2), 1, true);
   if (c == "stream") return stream(w);
+  if (c == "paired-allreduce") return paired(w, true);
+  if (c == "paired-send") return paired(w, false);
   if (c == "gloo-init") {
     if (w.size() < 5) throw BenchError("gloo-init DIR PREFIX RANK SIZE");
     gloo_ = RawGloo::connect(w[1], w[2], static_cast<int>(num(w, 3)), static_cast<int>(num(w, 4)));

@@ -1,12 +1,15 @@
 #include "bench_util.h"
 
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -250,6 +253,32 @@ double processCpuSeconds(std::initializer_list<int> pids) {
     }
   }
   return total;
+}
+
+void enterFifo() {
+  sched_param sp{};
+  sp.sched_priority = 1;
+  if (::sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+    throw BenchError(std::string("--fifo: cannot enter SCHED_FIFO (needs root or CAP_SYS_NICE): ") +
+                     std::strerror(errno));
+  }
+}
+
+std::pair<int, int> threadsOutsideFifo(std::initializer_list<int> pids) {
+  int outside = 0, all = 0;
+  for (int pid : pids) {
+    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+      const int tid = std::atoi(task.path().filename().c_str());
+      const int policy = ::sched_getscheduler(tid);
+      if (policy < 0) continue;  // ended since the listing
+      ++all;
+      if (policy != SCHED_FIFO) ++outside;
+    }
+    if (ec) throw BenchError("cannot list the threads of process " + std::to_string(pid));
+  }
+  return {outside, all};
 }
 
 Json hostJson() {

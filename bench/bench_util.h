@@ -10,6 +10,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mwb {
@@ -87,6 +88,14 @@ void writeJson(const std::string& path, const Json& doc);
 // are not counted, so take differences over windows in which the processes keep their threads.
 // Throws BenchError when a process or /proc cannot be read.
 double processCpuSeconds(std::initializer_list<int> pids);
+
+// Puts the calling thread under SCHED_FIFO at priority 1; threads and processes it creates from
+// then on inherit that. Throws BenchError naming the reason when not permitted (root or
+// CAP_SYS_NICE is needed).
+void enterFifo();
+// How many threads of processes `pids` do not run under SCHED_FIFO, and how many there are.
+// Throws BenchError when /proc cannot be read.
+std::pair<int, int> threadsOutsideFifo(std::initializer_list<int> pids);
 
 // Host facts for reports: nproc, CPU model, kernel, load average.
 Json hostJson();

@@ -32,6 +32,37 @@ std::string errnoText(const std::string& what) { return what + ": " + std::strer
 struct RawGloo::Impl {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  // Kept across calls, as a Gloo user moving the same buffer again and again keeps them: the
+  // last buffer registered per direction and the last all_reduce's options.
+  struct Registered {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    std::unique_ptr<gloo::transport::UnboundBuffer> ub;
+  } send_buf, recv_buf;
+  float* ar_ptr = nullptr;
+  size_t ar_count = 0;
+  std::unique_ptr<gloo::AllreduceOptions> ar_opts;
+
+  gloo::transport::UnboundBuffer& buffer(Registered& r, void* ptr, size_t bytes) {
+    if (!r.ub || r.ptr != ptr || r.bytes != bytes) {
+      r.ub = context->createUnboundBuffer(ptr, bytes);
+      r.ptr = ptr;
+      r.bytes = bytes;
+    }
+    return *r.ub;
+  }
+  gloo::AllreduceOptions& allreduceOptions(float* buf, size_t count) {
+    if (!ar_opts || ar_ptr != buf || ar_count != count) {
+      ar_opts = std::make_unique<gloo::AllreduceOptions>(context);
+      ar_opts->setOutput(buf, count);
+      void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
+      ar_opts->setReduceFunction(fn);
+      ar_opts->setTag(kAllreduceTag);
+      ar_ptr = buf;
+      ar_count = count;
+    }
+    return *ar_opts;
+  }
 };
 
 RawGloo::RawGloo(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -57,10 +88,10 @@ std::unique_ptr<RawGloo> RawGloo::connect(const std::string& dir, const std::str
 
 void RawGloo::send(const void* buf, size_t bytes, int dst, long iters) {
   try {
-    auto ub = impl_->context->createUnboundBuffer(const_cast<void*>(buf), bytes);
+    auto& ub = impl_->buffer(impl_->send_buf, const_cast<void*>(buf), bytes);
     for (long i = 0; i < iters; ++i) {
-      ub->send(dst, kSlot);
-      ub->waitSend();
+      ub.send(dst, kSlot);
+      ub.waitSend();
     }
   } catch (const std::exception& e) {
     throw BenchError(std::string("raw gloo send: ") + e.what());
@@ -69,10 +100,10 @@ void RawGloo::send(const void* buf, size_t bytes, int dst, long iters) {
 
 void RawGloo::recv(void* buf, size_t bytes, int src, long iters) {
   try {
-    auto ub = impl_->context->createUnboundBuffer(buf, bytes);
+    auto& ub = impl_->buffer(impl_->recv_buf, buf, bytes);
     for (long i = 0; i < iters; ++i) {
-      ub->recv(src, kSlot);
-      ub->waitRecv();
+      ub.recv(src, kSlot);
+      ub.waitRecv();
     }
   } catch (const std::exception& e) {
     throw BenchError(std::string("raw gloo recv: ") + e.what());
@@ -81,13 +112,10 @@ void RawGloo::recv(void* buf, size_t bytes, int src, long iters) {
 
 void RawGloo::allreduce(float* buf, size_t count, long iters) {
   try {
-    gloo::AllreduceOptions opts(impl_->context);
-    opts.setOutput(buf, count);
-    void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
-    opts.setReduceFunction(fn);
-    opts.setTag(kAllreduceTag);
+    auto& opts = impl_->allreduceOptions(buf, count);
     for (long i = 0; i < iters; ++i) gloo::allreduce(opts);
   } catch (const std::exception& e) {
+    impl_->ar_opts.reset();  // a failed transfer may still use its buffers
     throw BenchError(std::string("raw gloo allreduce: ") + e.what());
   }
 }

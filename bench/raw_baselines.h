@@ -1,6 +1,8 @@
 // The baselines the runtime is measured against, in the same two processes:
 //   RawGloo: Gloo used directly (rendezvous::Context over a FileStore, tcp::Device, unbound buffers
-//            with one fixed slot, gloo::allreduce), the best a Gloo user gets without a runtime.
+//            with one fixed slot, gloo::allreduce), the best a Gloo user gets without a runtime:
+//            the unbound buffers and the all_reduce options are kept from call to call while the
+//            buffer and size stay the same.
 //   TcpLink: one connected loopback TCP socket moving the same bytes with blocking send/recv, the
 //            ceiling of any TCP transport on the machine.
 //
@@ -22,7 +24,8 @@ class RawGloo {
                                           int rank, int size);
   ~RawGloo();
 
-  // `iters` messages of `bytes` from `buf`, one after another, each waited for.
+  // `iters` messages of `bytes` from `buf`, one after another, each waited for. A buffer must stay
+  // valid until another buffer is passed (or this object goes).
   void send(const void* buf, size_t bytes, int dst, long iters);
   void recv(void* buf, size_t bytes, int src, long iters);
   // `iters` in-place float32 sum all-reduces of `count` elements.

@@ -28,10 +28,27 @@ run overhead --calls 200 --blocks 2
 grep -q "per-call cost in a one-member world" "$work/overhead.out" || fail "overhead: no table"
 field overhead 'd["all_reduce"]["cpu_us_per_call"]["n"] == 2 and d["barrier"]["wall_us_per_call"]["median"] > 0'
 
-run throughput --sizes 64K,1M --reps 2 --rep-seconds 0.02
+run throughput --sizes 64K,1M --reps 2 --rep-seconds 0.02 --paired-seconds 0.01
 grep -q "^1MiB" "$work/throughput.out" || fail "throughput: no 1 MiB row"
+grep -q "^2. paired" "$work/throughput.out" || fail "throughput: no paired table"
 field throughput 'len(d["sizes"]) == 2 and d["sizes"][1]["cpu_per_byte_runtime_over_gloo_all_reduce"]["n"] == 2'
 field throughput '"send_recv_runtime_over_gloo_ge_0.98" in d["sizes"][1]["targets_pass"]'
+# 16 groups at least, each with its ratio and both variants' times; the pooled ratio inside its
+# interval.
+field throughput 'all(len(s[k]["runtime_seconds"]) == s[k]["groups"] >= 16 and s[k]["ratio_runtime_over_gloo"]["n"] == s[k]["groups"] and s[k]["pooled_ci95_lo"] <= s[k]["pooled"] <= s[k]["pooled_ci95_hi"] for s in d["sizes"] for k in ("paired_send_recv", "paired_all_reduce"))'
+field throughput 'd["config"]["scheduler"] == "default"'
+if [ "$(id -u)" = 0 ]; then
+  # --fifo: every thread of both processes under SCHED_FIFO, or the run fails saying so.
+  "$bench" throughput --sizes 64K --reps 1 --rep-seconds 0.02 --paired-seconds 0.01 --fifo \
+    --json "$work/fifo.json" >"$work/fifo.out" 2>&1 || { cat "$work/fifo.out"; fail "throughput --fifo"; }
+  grep -q "threads of both processes run under SCHED_FIFO" "$work/fifo.out" || fail "--fifo: no thread check"
+  field fifo 'd["config"]["scheduler"] == "SCHED_FIFO"'
+else
+  # Without the privilege the run stops at once with the reason.
+  rc=0
+  "$bench" throughput --sizes 64K --reps 1 --fifo >"$work/fifo.out" 2>&1 || rc=$?
+  [ "$rc" = 3 ] && grep -q "SCHED_FIFO" "$work/fifo.out" || fail "--fifo unprivileged: exit $rc"
+fi
 
 run two-worlds --reps 1 --size 1M --rep-seconds 0.02 --settle-ms 10 --idle-reps 1 --idle-seconds 0.2
 grep -q "CPU share an idle B takes" "$work/two-worlds.out" || fail "two-worlds: no CPU share line"
@@ -53,5 +70,6 @@ expect_usage "unknown subcommand 'nope'" nope
 expect_usage "--calls" overhead --calls 0
 expect_usage "--idle-reps" two-worlds --idle-reps x
 expect_usage "--bogus" throughput --bogus 1
+expect_usage "--paired-seconds" throughput --paired-seconds 0
 "$bench" overhead --help | grep -q "one-member world" || fail "overhead --help"
 echo "bench smoke: every subcommand ran, JSON as documented, usage errors exit 2"
