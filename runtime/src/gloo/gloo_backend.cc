@@ -225,8 +225,10 @@ std::unique_ptr<GlooBackend::Pending> GlooBackend::claimLocked() {
   executing_ = true;
   auto p = std::move(queue_.front());
   queue_.pop_front();
-  // Nothing left for the executor: a pending wake-up would be a context switch for nothing.
-  if (queue_.empty()) wake_.cancel();
+  // The executor's wake-up, if one is set, is left to come: it finds nothing due and sleeps on.
+  // That costs one context switch per grace period at most, while cancelling cost a system call
+  // per operation (and a later operation then sets the timer again, another one; a timer that is
+  // still set to an earlier time needs no new call).
   return p;
 }
 
