@@ -292,3 +292,27 @@ TEST_CASE("the delay point slows each operation of its world and breaks nothing"
   requireHealthy(a);
   requireHealthy(b);
 }
+
+TEST_CASE("members that take longer to connect than the heartbeat timeout come up healthy",
+          "[failpoint]") {
+  // The store times the members' silence from the moment all have joined its link; their Gloo
+  // connection comes after that, here 400 ms later, four heartbeat timeouts. They heartbeat
+  // meanwhile, so the world is healthy when it comes up, and stays so.
+  mw::failpoints::Mode m;
+  m.failnum = 400;  // milliseconds, at each member
+  REQUIRE(mw::failpoints::enable("mw/gloo/delay/fp_slow_connect", m).ok());
+  const auto t0 = mw::Clock::now();
+  LocalWorld w("fp_slow_connect", 2, 100ms);
+  INFO(w.status().toString());
+  REQUIRE(w.status().ok());
+  CHECK(mw::Clock::now() - t0 >= 400ms);  // the delay was in the connection
+  REQUIRE(mw::failpoints::disable("mw/gloo/delay/fp_slow_connect").ok());
+  std::this_thread::sleep_for(300ms);  // three timeouts of normal running
+  for (int i = 0; i < w.size(); ++i) {
+    auto info = w.manager(i).world(w.name());
+    REQUIRE(info.ok());
+    INFO("rank " << i << ": " << (info->broken ? info->broken->detail : std::string("healthy")));
+    CHECK(info->state == mw::WorldState::kHealthy);
+  }
+  REQUIRE(exchange(w, 5).ok());
+}

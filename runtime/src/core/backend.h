@@ -26,7 +26,8 @@ const char* opKindName(OpKind k);
 
 // The failpoints "mw/<backend>/<op>/<world>" of one world's backend, one per operation kind,
 // "mw/<backend>/init/<world>" for its creation, and "mw/<backend>/delay/<world>", which delays
-// each operation by failnum milliseconds (latency where the kernel cannot simulate it).
+// each operation, and the Gloo backend's connection of the members, by failnum milliseconds
+// (latency where the kernel cannot simulate it).
 class OpFailPoints {
  public:
   OpFailPoints(std::string_view backend, std::string_view world)

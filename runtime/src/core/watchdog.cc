@@ -37,10 +37,27 @@ Watchdog::~Watchdog() {
   ::close(wake_fd_);
 }
 
+void Watchdog::addJoining(std::shared_ptr<World> world) {
+  {
+    std::lock_guard lock(mu_);
+    Entry e{std::move(world), Clock::now()};
+    e.joining = true;
+    entries_.push_back(std::move(e));
+  }
+  wake();
+}
+
 void Watchdog::add(std::shared_ptr<World> world) {
   {
     std::lock_guard lock(mu_);
-    entries_.push_back({std::move(world), Clock::now()});
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Entry& e) { return e.world == world; });
+    if (it != entries_.end()) {
+      it->joining = false;
+      it->fresh = true;
+    } else {
+      entries_.push_back({std::move(world), Clock::now()});
+    }
   }
   wake();
 }
@@ -61,6 +78,7 @@ int Watchdog::pollTimeoutMs(Clock::time_point now) const {
   for (const auto& e : entries_) {
     MemberLink* link = e.world->link();
     next = std::min(next, e.next_heartbeat);
+    if (e.joining) continue;  // its silence is not judged yet
     next = std::min(next, link->lastHeard() + link->heartbeatTimeout() + milliseconds(1));
   }
   // Rounded up: rounded down, the last fraction of a millisecond before each heartbeat gave
@@ -71,6 +89,14 @@ int Watchdog::pollTimeoutMs(Clock::time_point now) const {
 bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
   World& w = *e.world;
   MemberLink* link = w.link();
+  if (e.joining) {
+    if (now >= e.next_heartbeat) {
+      // A link that fails now fails the join, or the first full service after it.
+      link->sendHeartbeat().ignore();
+      e.next_heartbeat = now + link->heartbeatInterval();
+    }
+    return true;
+  }
   if (w.state() != WorldState::kHealthy) {
     // Tell the store so every other member learns at once; then stop watching.
     if (auto b = w.broken(); b && b->cause != Cause::kRemoteBroken &&
@@ -120,6 +146,7 @@ void Watchdog::loop(std::stop_token st) {
       fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
       owners.assign(1, nullptr);
       for (const auto& e : entries_) {
+        if (e.joining) continue;  // unread until it is healthy: POLLIN would wake us at once
         fds.push_back({e.world->link()->fd(), POLLIN, 0});
         owners.push_back(e.world.get());
       }

@@ -20,6 +20,11 @@ class Watchdog {
   Watchdog();
   ~Watchdog();  // stops and joins the thread
 
+  // Sends `world`'s heartbeats while it connects its members, and nothing else until add(): the
+  // store times every member's silence from the moment all have joined its link, and connecting
+  // the backend can take longer than the heartbeat timeout. REQUIRES: world->link() is set.
+  void addJoining(std::shared_ptr<World> world);
+  // Watches `world` fully from now on (it is healthy): an entry from addJoining becomes a full one.
   void add(std::shared_ptr<World> world);
   // After this returns the watchdog no longer touches `world` or its link.
   void remove(const World* world);
@@ -33,6 +38,8 @@ class Watchdog {
     // Not serviced yet: the link sat unread while the world initialized, so what the store sent
     // meanwhile is read before its silence is judged.
     bool fresh = true;
+    // Connecting (addJoining): heartbeats only; the link is neither polled nor read.
+    bool joining = false;
   };
 
   void loop(std::stop_token st);

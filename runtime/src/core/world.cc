@@ -33,7 +33,7 @@ World::World(WorldOptions options, uint64_t generation, WorldSink* sink)
 
 World::~World() { teardown(); }
 
-Status World::connect(Deadline deadline) {
+Status World::connect(Deadline deadline, const std::function<void()>& linked) {
   const auto& o = options_;
   // Before anything is started: a GPU world on a machine that cannot run it fails at once.
   if (o.backend == BackendKind::kNccl) {
@@ -62,6 +62,7 @@ Status World::connect(Deadline deadline) {
   auto link = MemberLink::join(addr, o.token, o.name, o.size, o.rank, deadline);
   if (!link.ok()) return link.status();
   link_ = std::move(link).value();
+  linked();
 
   BackendErrorHandler on_error = [this](Cause cause, int peer, const std::string& detail) {
     breakWorld(cause, peer, detail);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,7 +31,9 @@ class World {
   ~World();
 
   // Hosts the store (rank 0), connects the store client and member link, builds the backend.
-  Status connect(Deadline deadline);
+  // `linked` is called once the member link has joined, before the members connect to each
+  // other (the link must be heartbeated from then on: see Watchdog::addJoining).
+  Status connect(Deadline deadline, const std::function<void()>& linked);
   // joining -> healthy. Emits kCreated.
   void markHealthy();
   // Breaks the world unless broken or removed already: records the cause, aborts the backend

@@ -175,8 +175,9 @@ void WorldManager::Impl::release(const std::shared_ptr<detail::World>& world) {
 }
 
 Status WorldManager::Impl::join(const std::shared_ptr<detail::World>& world, Deadline deadline) {
-  Status s = world->connect(deadline);
+  Status s = world->connect(deadline, [&] { watchdog_->addJoining(world); });
   if (!s.ok()) {
+    watchdog_->remove(world.get());  // before the link goes
     world->teardown();
     release(world);
     return s;

@@ -468,6 +468,7 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     if (auto injected = failpoints.init().check()) {
       throw gloo::IoException(errnoText(injected->failnum) + injected->suffix());
     }
+    failpoints.delayIfAsked();  // a slow connection of the members
     gloo::transport::tcp::attr attr;
     attr.hostname = config.bind_host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
