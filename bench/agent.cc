@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -18,7 +19,7 @@
 
 namespace mwb {
 
-std::unique_ptr<Agent> Agent::spawn(const std::string& label) {
+std::unique_ptr<Agent> Agent::spawn(const std::string& label, int cpu) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     throw BenchError(std::string("socketpair: ") + std::strerror(errno));
@@ -26,12 +27,16 @@ std::unique_ptr<Agent> Agent::spawn(const std::string& label) {
   // Everything the child needs is built before fork: only async-signal-safe calls after it.
   std::string a0 = "mw_bench", a1 = "agent", a2 = "--fd", a3 = "3";
   char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), nullptr};
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (cpu >= 0) CPU_SET(cpu, &cpus);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw BenchError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
+    if (cpu >= 0 && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0) ::_exit(125);
     if (sv[1] == 3) {
       ::fcntl(3, F_SETFD, 0);
     } else if (::dup2(sv[1], 3) != 3) {

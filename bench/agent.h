@@ -39,8 +39,9 @@ namespace mwb {
 
 class Agent {
  public:
-  // Spawns an agent; `label` names it in errors. Throws BenchError.
-  static std::unique_ptr<Agent> spawn(const std::string& label);
+  // Spawns an agent; `label` names it in errors. With `cpu` >= 0 the agent (and every thread it
+  // starts) runs on that CPU only. Throws BenchError.
+  static std::unique_ptr<Agent> spawn(const std::string& label, int cpu = -1);
   // Asks a live agent to quit (3 s), then SIGKILLs it; always reaps it.
   ~Agent();
 

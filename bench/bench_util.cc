@@ -279,6 +279,32 @@ std::pair<int, int> threadsOutsideFifo(std::initializer_list<int> pids) {
   return {outside, all};
 }
 
+void pinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    throw BenchError("--pin: cannot run on CPU " + std::to_string(cpu) + ": " +
+                     std::strerror(errno));
+  }
+}
+
+int threadsOffCpu(int pid, int cpu) {
+  int off = 0;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(std::atoi(task.path().filename().c_str()), sizeof set, &set) != 0) {
+      continue;  // ended since the listing
+    }
+    if (CPU_COUNT(&set) != 1 || !CPU_ISSET(cpu, &set)) ++off;
+  }
+  if (ec) throw BenchError("cannot list the threads of process " + std::to_string(pid));
+  return off;
+}
+
 Json hostJson() {
   Json j = Json::object();
   j.set("nproc", static_cast<long>(sysconf(_SC_NPROCESSORS_ONLN)));

@@ -96,6 +96,11 @@ void enterFifo();
 // How many threads of processes `pids` do not run under SCHED_FIFO, and how many there are.
 // Throws BenchError when /proc cannot be read.
 std::pair<int, int> threadsOutsideFifo(std::initializer_list<int> pids);
+// Restricts the calling thread (and the threads and processes it creates from then on) to `cpu`.
+// Throws BenchError when the CPU does not exist or cannot be used.
+void pinToCpu(int cpu);
+// How many threads of process `pid` may run on a CPU other than `cpu`.
+int threadsOffCpu(int pid, int cpu);
 
 // Host facts for reports: nproc, CPU model, kernel, load average.
 Json hostJson();

@@ -24,7 +24,7 @@ namespace mwb {
 
 const char* const kThroughputHelp =
     "mw_bench throughput [--reps N] [--sizes LIST] [--rep-seconds S] [--paired-seconds S]\n"
-    "                    [--fifo] [--json PATH] [--strict]\n"
+    "                    [--fifo] [--pin] [--json PATH] [--strict]\n"
     "\n"
     "Two processes (this one = rank 0 receives, an agent = rank 1 sends). Five variants:\n"
     "  runtime send/recv   Communicator::send at rank 1, Communicator::recv at rank 0\n"
@@ -60,6 +60,9 @@ const char* const kThroughputHelp =
     "                      CAP_SYS_NICE): a thread woken by the network then runs at once instead\n"
     "                      of waiting, often a whole 4 ms scheduler tick, for the running one\n"
     "                      (docs/benchmarks.md). Both variants run under it alike\n"
+    "  --pin               this process (rank 0) and all its threads on CPU 0, the agent on\n"
+    "                      CPU 1: both variants then share the same placement of threads, which\n"
+    "                      otherwise changes from run to run and shifts one against the other\n"
     "  --json PATH         write raw samples, medians and spreads\n"
     "  --strict            exit 1 when a target is missed\n";
 
@@ -87,10 +90,10 @@ struct Pair {
   }
 };
 
-void connectPair(Pair& p, size_t max_bytes) {
+void connectPair(Pair& p, size_t max_bytes, int agent_cpu = -1) {
   p.rx.assign(max_bytes / sizeof(float), 0.0f);
   p.red.assign(max_bytes / sizeof(float), 0.0f);
-  p.agent = Agent::spawn("rank 1 agent");
+  p.agent = Agent::spawn("rank 1 agent", agent_cpu);
   Hosted h = hostWorld(p.manager, kWorld, 2, std::chrono::milliseconds(1000));
   p.agent->call(joinCommand(kWorld, 1, 2, h.port, std::chrono::milliseconds(1000)));
   expectOk(h.join.wait(mw::deadlineIn(std::chrono::seconds(20))), "joining world tp");
@@ -487,7 +490,7 @@ Json sizeJson(const SizeResult& r) {
 
 int runThroughput(int argc, char** argv, int first) {
   Flags f(argc, argv, first, {"--reps", "--sizes", "--rep-seconds", "--paired-seconds", "--json"},
-          {"--strict", "--fifo"});
+          {"--strict", "--fifo", "--pin"});
   const int reps = static_cast<int>(f.integer("--reps", 9, 1, 1000));
   const auto sizes = parseSizes(f.str("--sizes", "64K,256K,1M,4M,16M,64M"));
   const double rep_seconds = f.number("--rep-seconds", 0.3, 0.001, 60);
@@ -502,6 +505,9 @@ int runThroughput(int argc, char** argv, int first) {
   cfg.set("paired_seconds", paired_seconds);
   const bool fifo = f.has("--fifo");
   cfg.set("scheduler", fifo ? "SCHED_FIFO" : "default");
+  const bool pin = f.has("--pin");
+  if (pin && ::sysconf(_SC_NPROCESSORS_ONLN) < 2) throw BenchError("--pin needs 2 CPUs or more");
+  cfg.set("pinned", pin);
   Json sz = Json::array();
   for (size_t b : sizes) sz.push(Json(b));
   cfg.set("sizes", sz);
@@ -509,9 +515,15 @@ int runThroughput(int argc, char** argv, int first) {
 
   // Before any thread or the agent exists: they inherit the policy.
   if (fifo) enterFifo();
+  if (pin) pinToCpu(0);
   const auto start = Clock::now();
   Pair p;
-  connectPair(p, *std::max_element(sizes.begin(), sizes.end()));
+  connectPair(p, *std::max_element(sizes.begin(), sizes.end()), pin ? 1 : -1);
+  if (pin) {
+    const int off = threadsOffCpu(static_cast<int>(::getpid()), 0) + threadsOffCpu(p.agent->pid(), 1);
+    if (off != 0) throw BenchError("--pin: " + std::to_string(off) + " threads are not pinned");
+    std::fprintf(stderr, "throughput: rank 0 runs on CPU 0 only, the agent on CPU 1 only\n");
+  }
   if (fifo) {
     auto [outside, all] = threadsOutsideFifo({static_cast<int>(::getpid()), p.agent->pid()});
     if (outside != 0) {
@@ -529,8 +541,9 @@ int runThroughput(int argc, char** argv, int first) {
     js.push(sizeJson(results.back()));
   }
   doc.set("sizes", js);
-  std::printf("\nscheduler: %s\n", fifo ? "SCHED_FIFO, every thread of both processes"
-                                         : "the default (SCHED_OTHER)");
+  std::printf("\nscheduler: %s%s\n",
+              fifo ? "SCHED_FIFO, every thread of both processes" : "the default (SCHED_OTHER)",
+              pin ? "; rank 0 pinned to CPU 0, the agent to CPU 1" : "");
   bool missed = printTables(results, reps);
   doc.set("all_targets_pass", !missed);
   doc.set("wall_seconds", seconds(Clock::now() - start));

@@ -38,11 +38,18 @@ field throughput '"send_recv_runtime_over_gloo_ge_0.98" in d["sizes"][1]["target
 field throughput 'all(len(s[k]["runtime_seconds"]) == s[k]["groups"] >= 16 and s[k]["ratio_runtime_over_gloo"]["n"] == s[k]["groups"] and s[k]["pooled_ci95_lo"] <= s[k]["pooled"] <= s[k]["pooled_ci95_hi"] for s in d["sizes"] for k in ("paired_send_recv", "paired_all_reduce"))'
 field throughput 'd["config"]["scheduler"] == "default"'
 if [ "$(id -u)" = 0 ]; then
-  # --fifo: every thread of both processes under SCHED_FIFO, or the run fails saying so.
-  "$bench" throughput --sizes 64K --reps 1 --rep-seconds 0.02 --paired-seconds 0.01 --fifo \
-    --json "$work/fifo.json" >"$work/fifo.out" 2>&1 || { cat "$work/fifo.out"; fail "throughput --fifo"; }
+  # --fifo: every thread of both processes under SCHED_FIFO, and with --pin on one CPU each, or
+  # the run fails saying so.
+  pin=--pin
+  [ "$(nproc)" -ge 2 ] || pin=  # --pin needs two CPUs
+  "$bench" throughput --sizes 64K --reps 1 --rep-seconds 0.02 --paired-seconds 0.01 --fifo $pin \
+    --json "$work/fifo.json" >"$work/fifo.out" 2>&1 || { cat "$work/fifo.out"; fail "throughput --fifo $pin"; }
   grep -q "threads of both processes run under SCHED_FIFO" "$work/fifo.out" || fail "--fifo: no thread check"
   field fifo 'd["config"]["scheduler"] == "SCHED_FIFO"'
+  if [ -n "$pin" ]; then
+    grep -q "the agent on CPU 1 only" "$work/fifo.out" || fail "--pin: no placement check"
+    field fifo 'd["config"]["pinned"] is True'
+  fi
 else
   # Without the privilege the run stops at once with the reason.
   rc=0
