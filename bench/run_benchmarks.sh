@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every mw_bench subcommand with its defaults, one after another, printing each table and
 # writing one JSON file per run. Builds nothing. `throughput` runs twice: under the default
-# scheduler (throughput.json) and, as root, with --fifo --pin (throughput-fifo.json; see
+# scheduler (throughput.json) and, as root, with --fifo (throughput-fifo.json; see
 # docs/benchmarks.md for why).
 #
 #   bench/run_benchmarks.sh [BUILD_DIR] [OUT_DIR]
@@ -44,10 +44,10 @@ run() {
 
 run throughput throughput "${MW_BENCH_THROUGHPUT_FLAGS:-}"
 if [[ $(id -u) -eq 0 ]]; then
-  run throughput-fifo throughput "--fifo --pin ${MW_BENCH_THROUGHPUT_FLAGS:-}"
+  run throughput-fifo throughput "--fifo ${MW_BENCH_THROUGHPUT_FLAGS:-}"
 else
   echo
-  echo "=== mw_bench throughput --fifo --pin: skipped (SCHED_FIFO needs root)"
+  echo "=== mw_bench throughput --fifo: skipped (SCHED_FIFO needs root)"
 fi
 run two-worlds two-worlds "${MW_BENCH_TWO_WORLDS_FLAGS:-}"
 run detection detection "${MW_BENCH_DETECTION_FLAGS:-}"

@@ -62,7 +62,9 @@ const char* const kThroughputHelp =
     "                      (docs/benchmarks.md). Both variants run under it alike\n"
     "  --pin               this process (rank 0) and all its threads on CPU 0, the agent on\n"
     "                      CPU 1: both variants then share the same placement of threads, which\n"
-    "                      otherwise changes from run to run and shifts one against the other\n"
+    "                      otherwise changes from run to run and shifts one against the other.\n"
+    "                      With --fifo it makes 1 MiB all_reduce repeatable; send/recv and large\n"
+    "                      sizes stall instead (a process's threads share one CPU)\n"
     "  --json PATH         write raw samples, medians and spreads\n"
     "  --strict            exit 1 when a target is missed\n";
 
