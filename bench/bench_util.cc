@@ -231,23 +231,37 @@ std::string cpuModel() {
   return "unknown";
 }
 
+namespace {
+
+// Calls fn(tid, task_dir) for every thread of process `pid` (a thread may end before fn looks at
+// it). Throws BenchError when the process's threads cannot be listed.
+template <typename Fn>
+void forEachThread(int pid, Fn fn) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+    fn(std::atoi(task.path().filename().c_str()), task.path());
+  }
+  if (ec) throw BenchError("cannot list the threads of process " + std::to_string(pid));
+}
+
+}  // namespace
+
 double processCpuSeconds(std::initializer_list<int> pids) {
   double total = 0;
   for (int pid : pids) {
-    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-    std::error_code ec;
     bool any = false;
-    for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
-      std::ifstream in(task.path() / "schedstat");
+    forEachThread(pid, [&](int, const std::filesystem::path& task) {
+      std::ifstream in(task / "schedstat");
       unsigned long long ns = 0;
       if (in >> ns) {  // a thread that ended between the listing and the read counts as none
         total += static_cast<double>(ns) / 1e9;
         any = true;
       }
-    }
-    if (ec || !any) {
-      throw BenchError("cannot read the CPU time of process " + std::to_string(pid) + " from " +
-                       dir + "/*/schedstat");
+    });
+    if (!any) {
+      throw BenchError("cannot read the CPU time of process " + std::to_string(pid) +
+                       " from /proc/" + std::to_string(pid) + "/task/*/schedstat");
     }
   }
   return total;
@@ -265,16 +279,12 @@ void enterFifo() {
 std::pair<int, int> threadsOutsideFifo(std::initializer_list<int> pids) {
   int outside = 0, all = 0;
   for (int pid : pids) {
-    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-    std::error_code ec;
-    for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
-      const int tid = std::atoi(task.path().filename().c_str());
+    forEachThread(pid, [&](int tid, const std::filesystem::path&) {
       const int policy = ::sched_getscheduler(tid);
-      if (policy < 0) continue;  // ended since the listing
+      if (policy < 0) return;  // ended since the listing
       ++all;
       if (policy != SCHED_FIFO) ++outside;
-    }
-    if (ec) throw BenchError("cannot list the threads of process " + std::to_string(pid));
+    });
   }
   return {outside, all};
 }
@@ -291,17 +301,12 @@ void pinToCpu(int cpu) {
 
 int threadsOffCpu(int pid, int cpu) {
   int off = 0;
-  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator(dir, ec)) {
+  forEachThread(pid, [&](int tid, const std::filesystem::path&) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (::sched_getaffinity(std::atoi(task.path().filename().c_str()), sizeof set, &set) != 0) {
-      continue;  // ended since the listing
-    }
+    if (::sched_getaffinity(tid, sizeof set, &set) != 0) return;  // ended since the listing
     if (CPU_COUNT(&set) != 1 || !CPU_ISSET(cpu, &set)) ++off;
-  }
-  if (ec) throw BenchError("cannot list the threads of process " + std::to_string(pid));
+  });
   return off;
 }
 
