@@ -55,6 +55,9 @@ void DeferredWake::now() {
 }
 
 void DeferredWake::at(Clock::time_point when) {
+  // A time that has come is a wake-up now: an eventfd write, where a timer set in the past would
+  // cost a timerfd_settime (and reprogram the CPU's timer) to fire at once anyway.
+  if (when <= Clock::now()) return now();
   std::lock_guard lock(mu_);
   if (armed_ && armed_for_ <= when) return;
   itimerspec s = absolute(when);

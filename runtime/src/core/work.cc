@@ -33,8 +33,8 @@ bool WorkState::isDone() const {
 }
 
 void WorkState::expediteOnce() {
-  if (!expedite || expedited.exchange(true) || isDone()) return;
-  expedite();
+  if (expedited.exchange(true) || isDone()) return;
+  if (auto d = driver.lock()) d->expedite(this);
 }
 
 }  // namespace detail
@@ -51,7 +51,9 @@ Work Work::done(const std::string& world, Status status) {
 
 Status Work::wait(Deadline deadline) const {
   if (!state_) return Status(Code::kInvalidUsage, "wait() on an empty Work");
-  if (state_->driver && !state_->isDone()) state_->driver(deadline);
+  if (!state_->isDone()) {
+    if (auto d = state_->driver.lock()) d->driveUntil(state_.get(), deadline);
+  }
   std::unique_lock lock(state_->mu);
   if (!state_->cv.wait_until(lock, deadline, [&] { return state_->done; })) {
     return Status(Code::kTimeout, "operation in world '" + state_->world +

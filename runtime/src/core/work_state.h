@@ -3,7 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +19,22 @@ struct AnyWaiter {
   bool fired = false;  // GUARDED_BY(mu)
 };
 
+struct WorkState;
+
+// What a backend does for threads that wait for one of its operations. A WorkState refers to it
+// weakly (the backend may be gone first). Thread rules: any thread.
+class WorkDriver {
+ public:
+  virtual ~WorkDriver() = default;
+  // Runs queued operations up to `target` in the calling thread when nobody else is running them
+  // and the caller's deadline is no earlier than theirs; otherwise does what expedite() does.
+  virtual void driveUntil(const WorkState* target, Deadline deadline) = 0;
+  // Has the backend start `target` (and the operations queued before it) as soon as it can, on
+  // its own thread, instead of at the end of its grace. For threads that wait without running it
+  // (waitAny, test).
+  virtual void expedite(const WorkState* target) = 0;
+};
+
 // Thread rules: complete() from any thread, once wins; waiting from any thread.
 struct WorkState {
   explicit WorkState(std::string world_name) : world(std::move(world_name)) {}
@@ -26,19 +42,13 @@ struct WorkState {
   // Completes the work with `s` unless it has completed already. Returns whether this call did.
   bool complete(Status s);
   bool isDone() const;
-  // Calls `expedite` the first time, unless the work is done or there is none.
+  // Calls driver's expedite() the first time, unless the work is done or there is no driver.
   void expediteOnce();
 
   const std::string world;
-  // Set by the backend before the Work is handed out, never changed afterwards: runs queued
-  // operations up to this one in the calling thread when nobody else is running them and the
-  // caller's deadline is no earlier than theirs; otherwise does what `expedite` does. May be empty.
-  std::function<void(Deadline)> driver;
-  // Set like `driver`: has the backend start this operation (and those queued before it) as soon
-  // as it can, on its own thread, instead of at the end of its grace. For threads that wait
-  // without running it (waitAny, test). May be empty.
-  std::function<void()> expedite;
-  // Whether test() or waitAny has called `expedite` (once is enough).
+  // Set by the backend before the Work is handed out, never changed afterwards. May be empty.
+  std::weak_ptr<WorkDriver> driver;
+  // Whether test() or waitAny has expedited the work (once is enough).
   std::atomic<bool> expedited{false};
   mutable std::mutex mu;
   std::condition_variable cv;

@@ -70,7 +70,9 @@ constexpr auto kQuietGrace = std::chrono::milliseconds(100);
 // failure first); how long a failed operation waits for that abort before it lets go regardless.
 constexpr auto kAbortLimit = std::chrono::milliseconds(5000);
 
-class GlooBackend final : public Backend, public std::enable_shared_from_this<GlooBackend> {
+class GlooBackend final : public Backend,
+                          public WorkDriver,
+                          public std::enable_shared_from_this<GlooBackend> {
  public:
   GlooBackend(GlooConfig cfg, std::shared_ptr<gloo::transport::Device> dev,
               std::shared_ptr<gloo::rendezvous::Context> ctx, PairSockets sockets,
@@ -92,6 +94,15 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   void shutdown() override;
   void tick(Clock::time_point now) override { calls_.tick(now); }
 
+  // WorkDriver. driveUntil runs queued operations in this thread until `target` completes, while
+  // nobody else runs them and each one's deadline is no later than `deadline`; what it leaves is
+  // expedited.
+  void driveUntil(const WorkState* target, Deadline deadline) override;
+  void expedite(const WorkState* target) override {
+    std::lock_guard lock(mu_);
+    expediteLocked(target);
+  }
+
  private:
   struct Pending {
     OpRequest req;
@@ -106,17 +117,12 @@ class GlooBackend final : public Backend, public std::enable_shared_from_this<Gl
   void executorLoop(std::stop_token st);
   // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
   void buryLocked(std::unique_lock<std::mutex>& lock);
-  // Runs queued operations in this thread until `target` completes, while nobody else runs them
-  // and each one's deadline is no later than `deadline`; what it leaves is expedited.
-  void driveUntil(const WorkState* target, Deadline deadline);
   // Makes `target` and every operation queued before it due now, and wakes the executor for them
   // unless an operation is running (releaseLocked wakes it then). REQUIRES: mu_ held.
   void expediteLocked(const WorkState* target);
   // Takes the next operation to run, or nullptr. REQUIRES: mu_ held.
   std::unique_ptr<Pending> claimLocked();
   void releaseLocked();
-  // Wakes the executor when `next` (the queue's front) is due. REQUIRES: mu_ held.
-  void wakeForLocked(const Pending& next);
   void execute(Pending& p);
   void runOp(Pending& p);
   void report(Pending& p, Cause cause, int peer, const std::string& detail);
@@ -182,15 +188,7 @@ void GlooBackend::postP2P(Pending& p) {
 void GlooBackend::submit(OpRequest op, bool caller_waits) {
   auto p = std::make_unique<Pending>();
   p->req = std::move(op);
-  p->req.work->driver = [weak = weak_from_this(), target = p->req.work.get()](Deadline d) {
-    if (auto self = weak.lock()) self->driveUntil(target, d);
-  };
-  p->req.work->expedite = [weak = weak_from_this(), target = p->req.work.get()] {
-    if (auto self = weak.lock()) {
-      std::lock_guard lock(self->mu_);
-      self->expediteLocked(target);
-    }
-  };
+  p->req.work->driver = weak_from_this();
   if (p->req.kind == OpKind::kSend || p->req.kind == OpKind::kRecv) {
     // Posting at submission lets both sides of an exchange make progress whatever the order in
     // which their executors wait.
@@ -236,7 +234,7 @@ void GlooBackend::releaseLocked() {
   executing_ = false;
   // What is queued behind is the executor's once it is due (a caller waiting for it may still
   // take it first).
-  if (!queue_.empty()) wakeForLocked(*queue_.front());
+  if (!queue_.empty()) wake_.at(queue_.front()->due);
   if (shut_down_) cv_.notify_all();
 }
 
@@ -302,14 +300,6 @@ void GlooBackend::expediteLocked(const WorkState* target) {
   const Clock::time_point now = Clock::now();
   for (auto q = queue_.begin(); q != std::next(it); ++q) (*q)->due = std::min((*q)->due, now);
   if (!executing_) wake_.now();
-}
-
-void GlooBackend::wakeForLocked(const Pending& next) {
-  if (next.due <= Clock::now()) {
-    wake_.now();
-  } else {
-    wake_.at(next.due);
-  }
 }
 
 void GlooBackend::runOp(Pending& p) {
