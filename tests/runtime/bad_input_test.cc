@@ -1,6 +1,5 @@
 // Bad input gets a clear error, never a crash or a hang.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "multiworld/multiworld.h"
@@ -60,6 +59,23 @@ TEST_CASE("members that disagree on the world's size are refused", "[runtime][ba
   // Rank 0 waits for a second member that never comes, until its deadline.
   CHECK(j0.wait(mw::deadlineIn(5s)).code() == mw::Code::kTimeout);
   CHECK(m0.worlds().empty());
+}
+
+TEST_CASE("members that disagree on heartbeat_timeout are refused", "[runtime][badinput]") {
+  mw::WorldManager m0, m1;
+  auto o0 = opts("hb", 0, 2);
+  o0.heartbeat_timeout = 1000ms;
+  auto j0 = m0.initWorldAsync(o0, mw::deadlineIn(2s));
+  uint16_t port = mw::test::LocalWorld::waitForPort(m0, "hb");
+  REQUIRE(port != 0);
+  auto o1 = opts("hb", 1, 2, port);
+  o1.heartbeat_timeout = 300ms;
+  mw::Status s = m1.initWorld(o1, mw::deadlineIn(2s));
+  CHECK(s.code() == mw::Code::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("heartbeat_timeout 1000 ms"));
+  CHECK_THAT(s.message(), Contains("says 300 ms"));
+  CHECK(m1.worlds().empty());
+  CHECK(j0.wait(mw::deadlineIn(5s)).code() == mw::Code::kTimeout);
 }
 
 TEST_CASE("two members claiming the same rank: the second is refused", "[runtime][badinput]") {

@@ -1,12 +1,11 @@
 // Failpoints (libfiu): an injected error takes the path a real one would and breaks exactly the
 // targeted world. Built only when the runtime has failpoints (MW_WITH_FIU). Every test case runs
 // in its own process (catch_discover_tests), so enabled points never leak between cases.
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -47,7 +46,8 @@ mw::Status exchange(LocalWorld& w, int n) {
 mw::BrokenInfo waitBroken(LocalWorld& w, std::chrono::milliseconds limit) {
   auto until = mw::deadlineIn(limit);
   for (int i = 0; i < w.size(); ++i) {
-    while (mw::Clock::now() < until && w.manager(i).world(w.name())->state != mw::WorldState::kBroken)
+    while (mw::Clock::now() < until &&
+           w.manager(i).world(w.name())->state != mw::WorldState::kBroken)
       std::this_thread::sleep_for(1ms);
     REQUIRE(w.manager(i).world(w.name())->state == mw::WorldState::kBroken);
   }
@@ -105,7 +105,8 @@ TEST_CASE("an injected EIO in one world's all_reduce is a backend error there on
   std::vector<std::vector<float>> data(3, std::vector<float>(4096, 1.0f));
   std::vector<mw::Status> got(3);
   a.parallel([&](int r) {
-    got[r] = a.comm(r).allReduce("fp_ar", mw::Tensor::cpu(data[r].data(), data[r].size()))
+    got[r] = a.comm(r)
+                 .allReduce("fp_ar", mw::Tensor::cpu(data[r].data(), data[r].size()))
                  .wait(mw::deadlineIn(scaled(5000)));
   });
   for (auto& s : got) CHECK(s.code() == mw::Code::kWorldBroken);
@@ -157,8 +158,8 @@ struct WorkerFault {
 
 TEST_CASE("an injected store-link timeout in one member breaks its world everywhere, no other",
           "[failpoint]") {
-  WorkerFault f("fp_link", "fp_link_other", 500, "mw/store/link/fp_link:" +
-                                                     std::to_string(ETIMEDOUT));
+  WorkerFault f("fp_link", "fp_link_other", 500,
+                "mw/store/link/fp_link:" + std::to_string(ETIMEDOUT));
   auto e = brokenEvent(*f.sub, "fp_link", scaled(2000));
   REQUIRE(e);
   // The member's link failed as a real one does: its connection closed, so the store announced
@@ -315,4 +316,32 @@ TEST_CASE("members that take longer to connect than the heartbeat timeout come u
     CHECK(info->state == mw::WorldState::kHealthy);
   }
   REQUIRE(exchange(w, 5).ok());
+}
+
+TEST_CASE("a local break at the store host reaches every other member through the store",
+          "[failpoint]") {
+  // Rank 0 hosts the store; its receive fails (only rank 0 receives here). Ranks 1 and 2 run no
+  // operation, so nothing but the store can tell them. Before the store host reported its own
+  // breaks, they learned only when rank 0's heartbeats stopped: peer_silent after the timeout.
+  const auto hb = scaled(5000);
+  LocalWorld w("fp_host", 3, hb);
+  REQUIRE(w.status().ok());
+  REQUIRE(mw::failpoints::enable("mw/gloo/recv/fp_host", errnoOnce(ECONNRESET)).ok());
+  std::vector<float> x(16, 0.0f);
+  const auto t0 = mw::Clock::now();
+  auto s = w.comm(0)
+               .irecv("fp_host", mw::Tensor::cpu(x.data(), x.size()), 1)
+               .wait(mw::deadlineIn(scaled(5000)));
+  CHECK(s.code() == mw::Code::kWorldBroken);
+  waitBroken(w, hb / 2);  // well before the heartbeat timeout
+  for (int r = 1; r < 3; ++r) {
+    auto info = *w.manager(r).world("fp_host")->broken;
+    INFO("rank "
+         << r << ": " << mw::causeName(info.cause) << ": " << info.detail << " after "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(info.detected_at - t0).count()
+         << " ms");
+    CHECK(info.cause == mw::Cause::kRemoteBroken);
+    CHECK(info.peer_rank == 0);
+    CHECK(info.detail.find("injected by failpoint mw/gloo/recv/fp_host") != std::string::npos);
+  }
 }

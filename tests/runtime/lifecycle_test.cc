@@ -1,7 +1,11 @@
 // Teardown and reuse: removing a world releases everything; its name can be used again at once.
-#include <catch2/catch.hpp>
+#include <dirent.h>
 
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
 #include <thread>
+#include <vector>
 
 #include "multiworld/multiworld.h"
 #include "support/local_worlds.h"
@@ -134,4 +138,56 @@ TEST_CASE("a member that joins long after the first does not make the new world 
     INFO((info->broken ? info->broken->detail : std::string("healthy")));
     CHECK(info->state == mw::WorldState::kHealthy);
   }
+}
+
+namespace {
+
+// The names of this process's threads (/proc/self/task/*/comm).
+std::vector<std::string> threadNames() {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("the library's threads carry names that say their world", "[runtime][lifecycle]") {
+  mw::WorldManager m0, m1;
+  joinPair(m0, m1, "named");
+  std::vector<std::string> names;
+  auto count = [&](const std::string& name) {
+    return std::count(names.begin(), names.end(), name);
+  };
+  // A thread names itself when it starts, which may be just after the world came up.
+  auto settle = [&](const std::string& name, long expected) {
+    for (int i = 0; i < 2000; ++i) {
+      names = threadNames();
+      if (count(name) == expected) return;
+      std::this_thread::sleep_for(1ms);
+    }
+  };
+  settle("mw-exec:named", 2);
+  INFO([&] {
+    std::string all;
+    for (const auto& n : names) all += n + " ";
+    return all;
+  }());
+  CHECK(count("mw-watchdog") == 2);     // one per manager
+  CHECK(count("mw-exec:named") == 2);   // one executor per member of the world
+  CHECK(count("mw-store:named") == 1);  // rank 0 hosts the store
+  REQUIRE(m0.removeWorld("named").ok());
+  REQUIRE(m1.removeWorld("named").ok());
+  // Long world names are cut to the 15 bytes Linux keeps.
+  joinPair(m0, m1, "a_rather_long_world_name");
+  settle("mw-exec:a_rathe", 2);
+  CHECK(count("mw-exec:a_rathe") == 2);
 }

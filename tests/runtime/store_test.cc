@@ -479,6 +479,15 @@ TEST_CASE("member join validation", "[runtime][store]") {
              Catch::Contains("rank 5 is out of range for world 'w1' of size 3"));
   CHECK_THAT(joinError("w1", 3, -1), Catch::Contains("rank -1 is out of range"));
   CHECK_THAT(joinError("w1", 3, 1), Catch::Contains("rank 1 already joined world 'w1'"));
+  // Members must agree on the heartbeat timeout (rank 0's store holds the world's).
+  auto r500 = MemberLink::join(addressOf(*server), "", "w1", 3, 2, in(2000), milliseconds(500));
+  REQUIRE_FALSE(r500.ok());
+  CHECK(r500.status().code() == Code::kInvalidArgument);
+  CHECK_THAT(r500.status().message(),
+             Catch::Contains("heartbeat_timeout 1000 ms") && Catch::Contains("says 500 ms"));
+  auto agreeing =
+      MemberLink::join(addressOf(*server), "", "w1", 3, 2, in(2000), milliseconds(1000));
+  CHECK(agreeing.ok());
   auto client = connectTo(*server);
   CHECK(client->get("mw/member/1", in(2000)).value() == "1");
 

@@ -11,10 +11,10 @@
 //
 // Membership: a member of the world opens a MemberLink to the server. The server pings every link
 // every heartbeat_timeout/10 and expects a heartbeat from each member at least every
-// heartbeat_timeout. When a member's link closes (process death) or goes silent, or a member reports
-// that the world broke, the server sends a MemberNotice to every other member link and records the
-// key "mw/broken". A member that stops hearing from the server for heartbeat_timeout treats the
-// store (rank 0) as lost.
+// heartbeat_timeout. When a member's link closes (process death) or goes silent, or a member
+// reports that the world broke, the server sends a MemberNotice to every other member link and
+// records the key "mw/broken". A member that stops hearing from the server for heartbeat_timeout
+// treats the store (rank 0) as lost.
 #pragma once
 
 #include <chrono>
@@ -41,9 +41,9 @@ Result<StoreAddress> parseStoreAddress(const std::string& text);
 inline constexpr size_t kDefaultMaxFrameBytes = 16u << 20;  // 16 MiB
 
 struct StoreServerOptions {
-  std::string host = "127.0.0.1";   // address to bind
-  uint16_t port = 0;                // 0 picks a free port (see StoreServer::port())
-  std::string token;                // when non-empty every client must present it first
+  std::string host = "127.0.0.1";  // address to bind
+  uint16_t port = 0;               // 0 picks a free port (see StoreServer::port())
+  std::string token;               // when non-empty every client must present it first
   size_t max_frame_bytes = kDefaultMaxFrameBytes;  // larger frames are refused, connection closed
   size_t max_connections = 4096;
   // Membership of the world this store hosts. world_size 0 disables MemberLinks.
@@ -102,7 +102,7 @@ class StoreClient {
 
 // What a server tells a member about another member.
 struct MemberNotice {
-  int rank = -1;      // the member concerned
+  int rank = -1;               // the member concerned
   Cause cause = Cause::kNone;  // kPeerDied, kPeerSilent or kRemoteBroken
   std::string detail;
 };
@@ -113,11 +113,12 @@ class MemberLink {
  public:
   // Connects (retrying refused connections until `deadline`), presents `token`, and joins world
   // `world` of `size` members as `rank`. The server refuses, with kInvalidArgument naming both
-  // values, a different world name or size, a rank outside [0, size), or a rank already joined.
-  static Result<std::unique_ptr<MemberLink>> join(const StoreAddress& address,
-                                                  const std::string& token,
-                                                  const std::string& world, int size, int rank,
-                                                  Deadline deadline);
+  // values, a different world name or size, a rank outside [0, size), a rank already joined, or a
+  // `heartbeat_timeout` other than the server's (0 takes the server's).
+  static Result<std::unique_ptr<MemberLink>> join(
+      const StoreAddress& address, const std::string& token, const std::string& world, int size,
+      int rank, Deadline deadline,
+      std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(0));
   virtual ~MemberLink() = default;
 
   // The socket to poll for POLLIN.

@@ -50,7 +50,9 @@ struct WorldOptions {
   StoreAddress store{};
   bool host_store = true;
   std::string token;  // shared secret every member presents to the store ("" for none)
-  // A member silent for longer than this breaks the world. 50 ms .. 1 h; default 1 s.
+  // A member silent for longer than this breaks the world. 50 ms .. 1 h; default 1 s. Every member
+  // must give the same value: the store (rank 0's) refuses a member with another one at join, with
+  // kInvalidArgument naming both values.
   std::chrono::milliseconds heartbeat_timeout{1000};
   // Deadline of each operation from its submission; passing it breaks the world. Default 60 s.
   std::chrono::milliseconds op_timeout{60000};

@@ -1,5 +1,7 @@
 #include "core/call_check.h"
 
+#include "core/thread_name.h"
+
 #include <sstream>
 
 namespace mw::detail {
@@ -118,6 +120,7 @@ void CallCheck::stop() {
 }
 
 void CallCheck::run(std::stop_token st) {
+  nameThisThread("mw-callcheck");
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return due_ || st.stop_requested(); });

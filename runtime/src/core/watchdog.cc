@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/thread_name.h"
+
 namespace mw::detail {
 
 namespace {
@@ -98,9 +100,9 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
     return true;
   }
   if (w.state() != WorldState::kHealthy) {
-    // Tell the store so every other member learns at once; then stop watching.
-    if (auto b = w.broken(); b && b->cause != Cause::kRemoteBroken &&
-                             b->cause != Cause::kPeerDied && b->cause != Cause::kPeerSilent) {
+    // Whatever broke it here, tell the store, so every other member learns at once (whoever
+    // hosts the store: rank 0's own link reaches its own server too); then stop watching.
+    if (auto b = w.broken(); b && !w.brokenByStore()) {
       link->reportBroken(b->cause, b->detail).ignore();
     }
     return false;
@@ -111,25 +113,28 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
     if (!notices.ok()) {
       w.breakWorld(Cause::kPeerDied, 0,
                    "lost the connection to the world's store hosted by rank 0 (" +
-                       notices.status().message() + ")");
+                       notices.status().message() + ")",
+                   true);
       return false;
     }
     for (const auto& n : notices.value()) {
-      if (w.breakWorld(n.cause, n.rank, n.detail)) return false;
+      if (w.breakWorld(n.cause, n.rank, n.detail, true)) return false;
     }
   }
   if (now - link->lastHeard() > link->heartbeatTimeout()) {
     w.breakWorld(Cause::kPeerSilent, 0,
                  "the world's store (rank 0) was silent for " +
-                     std::to_string(msSince(link->lastHeard(), now)) + " ms");
+                     std::to_string(msSince(link->lastHeard(), now)) + " ms",
+                 true);
     return false;
   }
   w.tick(now);
   if (now >= e.next_heartbeat) {
     if (Status sent = link->sendHeartbeat(); !sent.ok()) {
-      w.breakWorld(Cause::kPeerDied, 0,
-                   "lost the connection to the world's store hosted by rank 0 (" +
-                       sent.message() + ")");
+      w.breakWorld(
+          Cause::kPeerDied, 0,
+          "lost the connection to the world's store hosted by rank 0 (" + sent.message() + ")",
+          true);
       return false;
     }
     e.next_heartbeat = now + link->heartbeatInterval();
@@ -138,6 +143,7 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
 }
 
 void Watchdog::loop(std::stop_token st) {
+  nameThisThread("mw-watchdog");
   std::vector<pollfd> fds;
   std::vector<const World*> owners;
   while (!st.stop_requested()) {

@@ -59,7 +59,8 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
   auto client = StoreClient::connect(addr, o.token, deadline, o.name);
   if (!client.ok()) return client.status();
   client_ = std::move(client).value();
-  auto link = MemberLink::join(addr, o.token, o.name, o.size, o.rank, deadline);
+  auto link =
+      MemberLink::join(addr, o.token, o.name, o.size, o.rank, deadline, o.heartbeat_timeout);
   if (!link.ok()) return link.status();
   link_ = std::move(link).value();
   linked();
@@ -72,10 +73,9 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
       o.backend == BackendKind::kNccl
           ? createNcclBackend(NcclConfig{o.name, o.rank, o.size, o.device.index}, *client_,
                               std::move(on_error), deadline)
-          : createGlooBackend(
-                GlooConfig{o.name, o.rank, o.size, localAddress(link_->fd(), o.store.host),
-                           o.executor_grace},
-                *client_, std::move(on_error), deadline);
+          : createGlooBackend(GlooConfig{o.name, o.rank, o.size,
+                                         localAddress(link_->fd(), o.store.host), o.executor_grace},
+                              *client_, std::move(on_error), deadline);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
   return Status::Ok();
@@ -84,18 +84,19 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
 void World::markHealthy() {
   WorldState expected = WorldState::kJoining;
   if (state_.compare_exchange_strong(expected, WorldState::kHealthy)) {
-    sink_->emit({WorldEvent::Kind::kCreated, options_.name, generation_, std::nullopt,
-                 Clock::now()});
+    sink_->emit(
+        {WorldEvent::Kind::kCreated, options_.name, generation_, std::nullopt, Clock::now()});
   }
 }
 
-bool World::breakWorld(Cause cause, int peer, const std::string& detail) {
+bool World::breakWorld(Cause cause, int peer, const std::string& detail, bool from_store) {
   BrokenInfo info{options_.name, cause, peer, detail, Clock::now()};
   {
     std::lock_guard lock(mu_);
     WorldState s = state_.load();
     if (s == WorldState::kBroken || s == WorldState::kRemoved || broken_) return false;
     broken_ = info;
+    broken_by_store_.store(from_store);
     state_.store(WorldState::kBroken);
   }
   if (backend_) backend_->abort(Status::worldBroken(info));
@@ -135,7 +136,8 @@ Status World::notHealthyStatus() const {
     }
     case WorldState::kRemoved:
       return Status(Code::kAborted, "world '" + options_.name + "' was removed");
-    case WorldState::kHealthy: break;
+    case WorldState::kHealthy:
+      break;
   }
   return Status::Ok();
 }

@@ -38,8 +38,12 @@ class World {
   void markHealthy();
   // Breaks the world unless broken or removed already: records the cause, aborts the backend
   // (failing every pending operation), wakes the watchdog to tell the store, emits kBroken.
-  // Returns whether this call broke it. Never blocks on the network.
-  bool breakWorld(Cause cause, int peer, const std::string& detail);
+  // Returns whether this call broke it. Never blocks on the network. `from_store`: the world's
+  // store told us (a notice, or the link to it was lost), so there is nothing to tell it back;
+  // any other break is reported to the store, which tells every other member at once.
+  bool breakWorld(Cause cause, int peer, const std::string& detail, bool from_store = false);
+  // Whether the break came from the store (see breakWorld).
+  bool brokenByStore() const { return broken_by_store_.load(); }
   // Fails new operations, releases threads, sockets and memory. Blocks until done.
   void teardown();
 
@@ -67,6 +71,7 @@ class World {
   WorldSink* const sink_;
   std::atomic<WorldState> state_{WorldState::kJoining};
   std::atomic<uint16_t> store_port_{0};
+  std::atomic<bool> broken_by_store_{false};
 
   mutable std::mutex mu_;
   std::optional<BrokenInfo> broken_;  // GUARDED_BY(mu_)

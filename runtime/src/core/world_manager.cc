@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/manager_impl.h"
+#include "core/thread_name.h"
 #include "core/work_state.h"
 
 namespace mw {
@@ -201,6 +202,7 @@ Work WorldManager::Impl::initAsync(const WorldOptions& options, Deadline deadlin
   std::lock_guard lock(async_mu_);
   std::erase_if(async_, [](const AsyncInit& a) { return a.done->load(); });  // joins them
   async_.push_back({done, std::jthread([this, world = w.value(), state, deadline, done] {
+                      detail::nameThisThread("mw-join", world->options().name);
                       state->complete(join(world, deadline));
                       done->store(true);
                     })});

@@ -16,6 +16,7 @@
 
 #include "core/call_check.h"
 #include "core/deferred_wake.h"
+#include "core/thread_name.h"
 #include "gloo/channel.h"
 #include "gloo/collectives.h"
 #include "gloo/pair_sockets.h"
@@ -249,6 +250,7 @@ void GlooBackend::buryLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 void GlooBackend::executorLoop(std::stop_token st) {
+  nameThisThread("mw-exec", cfg_.world);
   std::unique_lock lock(mu_);
   for (;;) {
     buryLocked(lock);

@@ -40,8 +40,7 @@ class Link final : public MemberLink {
       // As when the socket fails for real: the connection is gone at both ends, so the store
       // announces this member's loss to the others at once.
       ::shutdown(io_.fd(), SHUT_RDWR);
-      fail("connection to the store: " + detail::errnoText(injected->failnum) +
-           injected->suffix());
+      fail("connection to the store: " + detail::errnoText(injected->failnum) + injected->suffix());
     }
     if (!error_.ok()) return error_;
     flush();
@@ -115,8 +114,9 @@ class Link final : public MemberLink {
 };
 
 Result<msg::JoinOk> sendJoin(int fd, const std::string& world, int size, int rank,
-                             Deadline deadline) {
-  MW_RETURN_IF_ERROR(sendAll(fd, encodeFrame(msg::MemberJoin{world, size, rank}), deadline));
+                             milliseconds heartbeat_timeout, Deadline deadline) {
+  MW_RETURN_IF_ERROR(sendAll(
+      fd, encodeFrame(msg::MemberJoin{world, size, rank, heartbeat_timeout.count()}), deadline));
   auto payload = recvFrame(fd, kMaxReplyBytes, deadline);
   if (!payload.ok()) return payload.status();
   auto reply = decodePayload(*payload);
@@ -136,13 +136,14 @@ Result<msg::JoinOk> sendJoin(int fd, const std::string& world, int size, int ran
 Result<std::unique_ptr<MemberLink>> MemberLink::join(const StoreAddress& address,
                                                      const std::string& token,
                                                      const std::string& world, int size, int rank,
-                                                     Deadline deadline) {
+                                                     Deadline deadline,
+                                                     std::chrono::milliseconds heartbeat_timeout) {
   if (world.size() > store::kMaxKeyBytes) {
     return Status(Code::kInvalidArgument, "world name is longer than 4096 bytes");
   }
   auto fd = store::connectAndGreet(address, token, deadline);
   if (!fd.ok()) return fd.status();
-  auto joined = store::sendJoin(fd->get(), world, size, rank, deadline);
+  auto joined = store::sendJoin(fd->get(), world, size, rank, heartbeat_timeout, deadline);
   if (!joined.ok()) {
     Status s = joined.status();
     return Status(s.code(), "joining world '" + world + "' as rank " + std::to_string(rank) +

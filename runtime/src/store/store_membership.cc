@@ -78,6 +78,11 @@ std::string Server::joinError(const msg::MemberJoin& m) const {
   }
   if (members_[static_cast<size_t>(m.rank)] != 0)
     return "rank " + rank + " already joined " + world;
+  if (m.heartbeat_timeout_ms != 0 && m.heartbeat_timeout_ms != timeout_.count()) {
+    return world + " has heartbeat_timeout " + std::to_string(timeout_.count()) +
+           " ms (set by rank 0), member rank " + rank + " says " +
+           std::to_string(m.heartbeat_timeout_ms) + " ms";
+  }
   return {};
 }
 

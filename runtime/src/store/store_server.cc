@@ -6,11 +6,14 @@
 // earliest waiter deadline and the earliest lingering close, so silence is detected on time.
 #include "store/server_impl.h"
 
+#include "core/thread_name.h"
+
 namespace mw {
 namespace store {
 namespace server_impl {
 
 void Server::run(const std::stop_token& st) {
+  detail::nameThisThread("mw-store", options_.world_name);
   while (!st.stop_requested()) {
     pollOnce();
     runTimers(Clock::now());

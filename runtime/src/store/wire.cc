@@ -71,6 +71,7 @@ void put(Writer& w, const msg::MemberJoin& m) {
   w.str(m.world);
   w.i64(m.size);
   w.i64(m.rank);
+  w.i64(m.heartbeat_timeout_ms);
 }
 void put(Writer&, const msg::Heartbeat&) {}
 void put(Writer& w, const msg::Broken& m) {
@@ -243,6 +244,7 @@ Message decodeMember(MsgType type, Reader& r) {
       m.world = r.str("world", kMaxKeyBytes);
       m.size = r.i64("size");
       m.rank = r.i64("rank");
+      m.heartbeat_timeout_ms = r.i64("heartbeat_timeout_ms");
       return m;
     }
     case MsgType::kHeartbeat:

@@ -96,6 +96,9 @@ struct MemberJoin {
   std::string world;
   int64_t size = 0;
   int64_t rank = 0;
+  // The member's heartbeat timeout; the server refuses one that differs from its own. 0: the
+  // member takes the server's (it says so in JOIN_OK).
+  int64_t heartbeat_timeout_ms = 0;
 };
 struct Heartbeat {};
 struct Broken {
