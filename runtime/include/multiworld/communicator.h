@@ -6,15 +6,24 @@
 // healthy with kWorldBroken (or kInvalidUsage while joining). Each operation has a deadline of the
 // world's op_timeout from submission; passing it breaks the world.
 //
-// Every member of a world must call collectives in the same order with matching dtype, count,
-// root and reduce op. A member whose arguments do not match its peers' breaks the world with cause
-// kProtocolError and a detail naming both calls, never corrupting data or crashing: at once for
-// point-to-point messages and most collectives, and at the operation's deadline for all_reduce on
-// float32, float64, int32 and int64 (which runs Gloo's own, faster ring; see docs/design.md).
-// Point-to-point messages match by (source, tag) in order; dtype and count must match too.
+// Matching rule (what pairs one member's call with its peers'):
+// - Collectives match by their order among the world's collectives: the n-th collective a member
+//   submits to a world meets the n-th of every other member, whatever point-to-point traffic runs
+//   beside them. Every member must call them in the same order with matching dtype, count, root and
+//   reduce op. Several threads of one member may submit collectives to one world only if they
+//   agree on an order (their submissions interleave as they happen).
+// - Point-to-point messages match by (peer, tag): the n-th isend to a peer on a tag meets that
+//   peer's n-th irecv from us on that tag; dtype and count must match too. They never wait behind
+//   a collective, and no collective waits behind them: threads may stream isend/irecv on a world
+//   while other threads run collectives on it (Gloo worlds; NCCL worlds: see docs/design.md).
+// A member whose arguments do not match its peers' breaks the world with cause kProtocolError and a
+// detail naming both calls, never corrupting data or crashing: within about a second (the
+// operation that stalls is compared with its peers' through the store), or at the operation's
+// deadline for all_reduce on float32, float64, int32 and int64 (Gloo's own ring; docs/design.md).
 //
 // Tensors are borrowed: keep each buffer alive and unmodified until its Work completes.
-// Thread rules: any thread. Operations of one world execute in submission order.
+// Thread rules: any thread. A world's collectives run one at a time in submission order; its
+// point-to-point operations complete as their data arrives, in any order across (peer, tag).
 #pragma once
 
 #include <string>

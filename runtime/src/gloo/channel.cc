@@ -15,14 +15,14 @@ std::chrono::milliseconds glooTimeout(Deadline d) {
 }
 
 template <typename WaitFn>
-void waitOn(Channel* ch, WaitFn wait) {
+void waitOn(Channel* ch, Deadline deadline, WaitFn wait) {
   if (ch->aborted()) throw AbortedError{};
   bool completed = false;
   try {
-    completed = wait(glooTimeout(ch->deadline()));
+    completed = wait(glooTimeout(deadline));
   } catch (const std::exception& e) {
     if (ch->aborted()) throw AbortedError{};
-    if (Clock::now() >= ch->deadline()) throw OpTimeoutError{e.what()};
+    if (Clock::now() >= deadline) throw OpTimeoutError{e.what()};
     throw;
   }
   if (!completed) throw AbortedError{};
@@ -51,12 +51,16 @@ void Buf::recv(int peer, uint64_t slot, size_t offset, size_t nbytes) {
   ub_->recv(peer, slot, offset, nbytes);
 }
 
-void Buf::waitSend() {
-  waitOn(ch_, [&](std::chrono::milliseconds t) { return ub_->waitSend(nullptr, t); });
+void Buf::waitSend() { waitSend(ch_->deadline()); }
+
+void Buf::waitRecv() { waitRecv(ch_->deadline()); }
+
+void Buf::waitSend(Deadline deadline) {
+  waitOn(ch_, deadline, [&](std::chrono::milliseconds t) { return ub_->waitSend(nullptr, t); });
 }
 
-void Buf::waitRecv() {
-  waitOn(ch_, [&](std::chrono::milliseconds t) { return ub_->waitRecv(nullptr, t); });
+void Buf::waitRecv(Deadline deadline) {
+  waitOn(ch_, deadline, [&](std::chrono::milliseconds t) { return ub_->waitRecv(nullptr, t); });
 }
 
 std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {

@@ -37,7 +37,8 @@ struct OpTimeoutError {
 
 class Channel;
 
-// A registered unbound buffer. Thread rules: post from any thread, wait from the executor only.
+// A registered unbound buffer. Thread rules: post from any thread; wait from one thread at a time
+// (the one running the operation that owns the buffer).
 class Buf {
  public:
   Buf(Channel* ch, std::unique_ptr<gloo::transport::UnboundBuffer> ub);
@@ -47,10 +48,12 @@ class Buf {
 
   void send(int peer, uint64_t slot, size_t offset, size_t nbytes);
   void recv(int peer, uint64_t slot, size_t offset, size_t nbytes);
-  // Wait for one completed send/recv on this buffer, until the channel's deadline.
-  // Throws AbortedError, OpTimeoutError or Gloo's exceptions.
+  // Wait for one completed send/recv on this buffer, until the channel's deadline (that of the
+  // running collective) or `deadline`. Throws AbortedError, OpTimeoutError or Gloo's exceptions.
   void waitSend();
   void waitRecv();
+  void waitSend(Deadline deadline);
+  void waitRecv(Deadline deadline);
 
   void* data() const { return ub_->ptr; }
   size_t bytes() const { return ub_->size; }
@@ -75,7 +78,7 @@ class Channel {
   void abortAll();
   bool aborted() const;
 
-  // The deadline for waits; set by the executor before each operation.
+  // The deadline for waits of collectives; set by the thread running one before it starts.
   void setDeadline(Deadline d) { deadline_ = d; }
   Deadline deadline() const { return deadline_; }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -86,7 +87,8 @@ class GlooBackend final : public Backend,
         on_error_(on_error),
         calls_(store, cfg_.rank, cfg_.size, std::move(on_error)),
         failpoints_(std::move(failpoints)),
-        executor_([this](std::stop_token st) { executorLoop(st); }) {}
+        executor_([this](std::stop_token st) { executorLoop(st); }),
+        completer_([this](std::stop_token st) { completerLoop(st); }) {}
 
   ~GlooBackend() override { shutdown(); }
 
@@ -114,8 +116,21 @@ class GlooBackend final : public Backend,
     std::optional<std::string> post_error;
   };
 
+  static bool isP2P(const OpRequest& r) {
+    return r.kind == OpKind::kSend || r.kind == OpKind::kRecv;
+  }
   void postP2P(Pending& p);
   void executorLoop(std::stop_token st);
+  // Completes the point-to-point operations nobody waits for once they are due, oldest first.
+  void completerLoop(std::stop_token st);
+  // Takes the oldest due point-to-point operation out of p2p_, or returns nullptr and sets `next`
+  // to when the next one is due. REQUIRES: mu_ held.
+  std::unique_ptr<Pending> takeDueP2PLocked(Clock::time_point now, Clock::time_point* next);
+  // Runs `target`, a queued point-to-point operation, in this thread. Returns false when it is not
+  // in p2p_ (running or done) or its deadline is later than `deadline`. REQUIRES: mu_ held by
+  // `lock` (released meanwhile).
+  bool claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
+                      Deadline deadline);
   // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
   void buryLocked(std::unique_lock<std::mutex>& lock);
   // Makes `target` and every operation queued before it due now, and wakes the executor for them
@@ -148,7 +163,14 @@ class GlooBackend final : public Backend,
   std::mutex mu_;
   std::condition_variable cv_;  // shutdown() waits on it for !executing_
   DeferredWake wake_;           // wakes the executor: queued work is due, a burial, a stop
+  // Collectives, run one at a time in submission order.
   std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
+  // Point-to-point operations, posted at submission and completed in any order: by a thread that
+  // waits for one (it claims it), else by the completer once due. They never wait behind a
+  // collective, nor a collective behind them.
+  std::list<std::unique_ptr<Pending>> p2p_;  // GUARDED_BY(mu_)
+  int p2p_running_ = 0;          // GUARDED_BY(mu_): run by waiting threads or the completer
+  DeferredWake completer_wake_;  // wakes the completer: a due operation, a stop
   // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
   std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
   // Messages posted per (peer, tag), sends and receives apart: the n-th send to a peer on a tag
@@ -165,7 +187,8 @@ class GlooBackend final : public Backend,
   std::vector<char> work_;
   NativeOptionsCache native_;  // cleared at shutdown, before the context goes
 
-  std::jthread executor_;  // last: starts once everything above exists
+  std::jthread executor_;  // last two: start once everything above exists
+  std::jthread completer_;
 };
 
 void GlooBackend::postP2P(Pending& p) {
@@ -190,7 +213,8 @@ void GlooBackend::submit(OpRequest op, bool caller_waits) {
   auto p = std::make_unique<Pending>();
   p->req = std::move(op);
   p->req.work->driver = weak_from_this();
-  if (p->req.kind == OpKind::kSend || p->req.kind == OpKind::kRecv) {
+  const bool p2p = isP2P(p->req);
+  if (p2p) {
     // Posting at submission lets both sides of an exchange make progress whatever the order in
     // which their executors wait.
     try {
@@ -210,7 +234,15 @@ void GlooBackend::submit(OpRequest op, bool caller_waits) {
     } else {
       due = Clock::now() + cfg_.executor_grace;
       p->due = due;
-      queue_.push_back(std::move(p));
+      if (!p2p) {
+        queue_.push_back(std::move(p));
+      } else {
+        p2p_.push_back(std::move(p));
+        // A caller about to wait claims it at once; otherwise the completer takes it once due
+        // (unless a caller claimed it first), as the executor does collectives.
+        if (!caller_waits) completer_wake_.at(due);
+        return;
+      }
     }
   }
   if (reason) return finish(*p, *reason);
@@ -281,7 +313,14 @@ void GlooBackend::executorLoop(std::stop_token st) {
 
 void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
   std::unique_lock lock(mu_);
-  while (!target->isDone()) {
+  if (claimP2PLocked(lock, target, deadline)) return;
+  auto queued = [&] {
+    return std::any_of(queue_.begin(), queue_.end(),
+                       [&](const auto& q) { return q->req.work.get() == target; });
+  };
+  // A point-to-point operation that another thread completes, or a collective that runs: the
+  // caller waits for its work; collectives queued ahead are run only for a queued target.
+  while (!target->isDone() && queued()) {
     if (executing_ || queue_.empty() || queue_.front()->req.deadline > deadline) {
       // Someone else runs the world's operations (or the caller may not stay for the next one):
       // the executor takes over at once rather than at the end of the grace.
@@ -295,7 +334,75 @@ void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
   }
 }
 
+bool GlooBackend::claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
+                                 Deadline deadline) {
+  auto it = std::find_if(p2p_.begin(), p2p_.end(),
+                         [&](const auto& q) { return q->req.work.get() == target; });
+  if (it == p2p_.end()) return false;
+  if ((*it)->req.deadline > deadline) {
+    // The caller may not stay until the operation's own deadline (a Gloo wait cut short closes
+    // every pair of the world): the completer takes it.
+    (*it)->due = Clock::now();
+    completer_wake_.now();
+    return true;
+  }
+  auto p = std::move(*it);
+  p2p_.erase(it);
+  ++p2p_running_;
+  lock.unlock();
+  execute(*p);
+  lock.lock();
+  if (--p2p_running_ == 0 && shut_down_) cv_.notify_all();
+  return true;
+}
+
+std::unique_ptr<GlooBackend::Pending> GlooBackend::takeDueP2PLocked(Clock::time_point now,
+                                                                    Clock::time_point* next) {
+  *next = Clock::time_point::max();
+  for (auto it = p2p_.begin(); it != p2p_.end(); ++it) {
+    if ((*it)->due <= now) {
+      auto p = std::move(*it);
+      p2p_.erase(it);
+      return p;
+    }
+    *next = std::min(*next, (*it)->due);
+  }
+  return nullptr;
+}
+
+void GlooBackend::completerLoop(std::stop_token st) {
+  nameThisThread("mw-p2p", cfg_.world);
+  // Gloo tells of a finished transfer only to a thread blocked on that one buffer: the completer
+  // waits for one operation at a time, the oldest due. Operations a caller waits for are claimed
+  // by that caller instead, so they never wait here behind another.
+  std::unique_lock lock(mu_);
+  while (!st.stop_requested()) {
+    Clock::time_point next;
+    if (auto p = takeDueP2PLocked(Clock::now(), &next)) {
+      ++p2p_running_;
+      lock.unlock();
+      execute(*p);
+      lock.lock();
+      if (--p2p_running_ == 0 && shut_down_) cv_.notify_all();
+      continue;
+    }
+    if (next != Clock::time_point::max()) completer_wake_.at(next);
+    // As in executorLoop: every change looked at above is followed by a wake-up made after it,
+    // which stays pending until the next wait.
+    lock.unlock();
+    completer_wake_.wait();
+    lock.lock();
+  }
+}
+
 void GlooBackend::expediteLocked(const WorkState* target) {
+  auto p2p = std::find_if(p2p_.begin(), p2p_.end(),
+                          [&](const auto& q) { return q->req.work.get() == target; });
+  if (p2p != p2p_.end()) {
+    (*p2p)->due = std::min((*p2p)->due, Clock::now());
+    completer_wake_.now();
+    return;
+  }
   auto it = std::find_if(queue_.begin(), queue_.end(),
                          [&](const auto& q) { return q->req.work.get() == target; });
   if (it == queue_.end()) return;  // it runs, or has completed
@@ -314,10 +421,10 @@ void GlooBackend::runOp(Pending& p) {
   }
   switch (p.req.kind) {
     case OpKind::kSend:
-      p.data_buf->waitSend();
+      p.data_buf->waitSend(p.req.deadline);
       return;
     case OpKind::kRecv:
-      p.data_buf->waitRecv();
+      p.data_buf->waitRecv(p.req.deadline);
       return;
     default: {
       const uint64_t seq = seq_++;
@@ -330,7 +437,7 @@ void GlooBackend::runOp(Pending& p) {
 }
 
 void GlooBackend::execute(Pending& p) {
-  channel_.setDeadline(p.req.deadline);
+  if (!isP2P(p.req)) channel_.setDeadline(p.req.deadline);
   try {
     runOp(p);
     finish(p, Status::Ok());
@@ -408,6 +515,8 @@ void GlooBackend::abort(const Status& reason) {
     abort_reason_ = reason;
     for (auto& p : queue_) graveyard_.push_back(std::move(p));
     queue_.clear();
+    for (auto& p : p2p_) graveyard_.push_back(std::move(p));
+    p2p_.clear();
   }
   channel_.abortAll();
   // Data may still arrive for buffers we drop; cut the connections so Gloo's loop closes them
@@ -431,13 +540,16 @@ void GlooBackend::shutdown() {
     // pending until the executor's next wait).
     std::lock_guard lock(mu_);
     executor_.request_stop();
+    completer_.request_stop();
   }
   wake_.now();
+  completer_wake_.now();
   if (executor_.joinable()) executor_.join();
+  if (completer_.joinable()) completer_.join();
   {
     // A thread running an operation inline finishes it promptly now that we are aborted.
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !executing_; });
+    cv_.wait(lock, [&] { return !executing_ && p2p_running_ == 0; });
     buryLocked(lock);
   }
   waitConnectionsQuiet();
