@@ -50,7 +50,9 @@ struct WorldOptions {
   StoreAddress store{};
   bool host_store = true;
   std::string token;  // shared secret every member presents to the store ("" for none)
-  // A member silent for longer than this breaks the world. 50 ms .. 1 h; default 1 s. Every member
+  // A member silent for longer than this (plus a confirmation of min(timeout/5, 100 ms)) breaks the
+  // world; silence is counted only over time the judging process itself ran, so a process that was
+  // not scheduled blames no peer for it. 50 ms .. 1 h; default 1 s. Every member
   // must give the same value: the store (rank 0's) refuses a member with another one at join, with
   // kInvalidArgument naming both values.
   std::chrono::milliseconds heartbeat_timeout{1000};
@@ -71,8 +73,8 @@ struct WorldInfo {
   BackendKind backend = BackendKind::kGloo;
   Device device{};
   WorldState state = WorldState::kJoining;
-  uint64_t generation = 0;      // counts initializations of this name in this process, from 1
-  uint16_t store_port = 0;      // the store's port (the chosen one when rank 0 picked it)
+  uint64_t generation = 0;           // counts initializations of this name in this process, from 1
+  uint16_t store_port = 0;           // the store's port (the chosen one when rank 0 picked it)
   std::optional<BrokenInfo> broken;  // set once broken
 };
 
@@ -113,7 +115,8 @@ class WorldManager {
   // a world of that name exists and is not removed, kTimeout when the members did not all join in
   // time, kIoError when the store address cannot be bound or reached, kPermissionDenied for a wrong
   // token, kUnavailable when the backend cannot run here (no NCCL backend in this build, no CUDA
-  // driver or GPU, a device this process does not see), kBackendError when it fails to start. On error nothing of the world is left behind and the name is free again.
+  // driver or GPU, a device this process does not see), kBackendError when it fails to start. On
+  // error nothing of the world is left behind and the name is free again.
   Status initWorld(const WorldOptions& options, Deadline deadline);
 
   // As initWorld, without blocking: the returned Work completes when the world is healthy or its

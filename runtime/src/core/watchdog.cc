@@ -78,14 +78,30 @@ void Watchdog::wake() {
 int Watchdog::pollTimeoutMs(Clock::time_point now) const {
   auto next = now + std::chrono::seconds(1);
   for (const auto& e : entries_) {
-    MemberLink* link = e.world->link();
     next = std::min(next, e.next_heartbeat);
     if (e.joining) continue;  // its silence is not judged yet
-    next = std::min(next, link->lastHeard() + link->heartbeatTimeout() + milliseconds(1));
+    next = std::min(next, silenceDeadline(e) + milliseconds(1));
   }
   // Rounded up: rounded down, the last fraction of a millisecond before each heartbeat gave
   // poll() a timeout of 0, and this thread spun until the beat was due (0.2-0.3 ms of CPU a beat).
   return static_cast<int>(std::min<long long>(waitMillis(next - now).count(), 1000));
+}
+
+Clock::duration Watchdog::silence(Entry& e, Clock::time_point now) const {
+  const Clock::time_point heard = e.world->link()->lastHeard();
+  if (heard != e.heard) {
+    e.heard = heard;
+    e.late_at_heard = lateness_.total();
+  }
+  return now - heard - (lateness_.total() - e.late_at_heard);
+}
+
+Clock::time_point Watchdog::silenceDeadline(const Entry& e) const {
+  MemberLink* link = e.world->link();
+  const Clock::duration late =
+      link->lastHeard() == e.heard ? lateness_.total() - e.late_at_heard : Clock::duration::zero();
+  return link->lastHeard() + late + link->heartbeatTimeout() +
+         LatenessMeter::confirmation(link->heartbeatTimeout());
 }
 
 bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
@@ -121,10 +137,15 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
       if (w.breakWorld(n.cause, n.rank, n.detail, true)) return false;
     }
   }
-  if (now - link->lastHeard() > link->heartbeatTimeout()) {
+  // Silence counts only over time this thread ran on schedule (lateness.h), and a suspicion must
+  // hold for the confirmation time beyond the timeout.
+  const Clock::duration silent = silence(e, now);
+  if (silent > link->heartbeatTimeout() + LatenessMeter::confirmation(link->heartbeatTimeout())) {
     w.breakWorld(Cause::kPeerSilent, 0,
                  "the world's store (rank 0) was silent for " +
-                     std::to_string(msSince(link->lastHeard(), now)) + " ms",
+                     std::to_string(duration_cast<milliseconds>(silent).count()) +
+                     " ms (this member ran on schedule meanwhile; last heard " +
+                     std::to_string(msSince(link->lastHeard(), now)) + " ms ago)",
                  true);
     return false;
   }
@@ -162,7 +183,9 @@ void Watchdog::loop(std::stop_token st) {
       std::lock_guard lock(mu_);
       timeout = pollTimeoutMs(Clock::now());
     }
+    lateness_.sleeping(Clock::now() + milliseconds(timeout));
     ::poll(fds.data(), fds.size(), timeout);
+    lateness_.woke(Clock::now());
     if (fds[0].revents & POLLIN) {
       uint64_t v;
       ssize_t rc = ::read(wake_fd_, &v, sizeof(v));

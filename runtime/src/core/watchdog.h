@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/lateness.h"
 #include "core/world.h"
 
 namespace mw::detail {
@@ -40,16 +41,24 @@ class Watchdog {
     bool fresh = true;
     // Connecting (addJoining): heartbeats only; the link is neither polled nor read.
     bool joining = false;
+    // The link's lastHeard() when last seen, and this thread's lateness then (see lateness.h).
+    Clock::time_point heard{};
+    Clock::duration late_at_heard{0};
   };
 
   void loop(std::stop_token st);
   // Handles one world; returns false when it should no longer be watched.
   bool service(Entry& e, short revents, Clock::time_point now);
   int pollTimeoutMs(Clock::time_point now) const;
+  // How long the store has been silent over time this thread ran on schedule.
+  Clock::duration silence(Entry& e, Clock::time_point now) const;
+  // When the store's silence would confirm the world lost, if nothing is heard before.
+  Clock::time_point silenceDeadline(const Entry& e) const;
 
   int wake_fd_ = -1;
   std::mutex mu_;
   std::vector<Entry> entries_;  // GUARDED_BY(mu_)
+  LatenessMeter lateness_;      // the watchdog thread only
   std::jthread thread_;
 };
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/lateness.h"
 #include "multiworld/store.h"
 #include "store/kv_table.h"
 #include "store/socket.h"
@@ -56,6 +57,7 @@ struct Conn {
   int rank = -1;  // member rank, -1 for plain clients
   bool reported_broken = false;
   Clock::time_point last_heard{};
+  Clock::duration late_at_heard{0};  // the server thread's lateness at last_heard (lateness.h)
   Clock::time_point linger_until{};
   std::optional<PendingWait> wait;
 };
@@ -142,6 +144,19 @@ class Server final : public StoreServer {
   void protocolError(Conn& c, const std::string& what);
   void runTimers(Clock::time_point now);
   void checkSilence(Conn& c, Clock::time_point now);
+  // Records that member `c` was heard from at `now`.
+  void heard(Conn& c, Clock::time_point now) {
+    c.last_heard = now;
+    c.late_at_heard = lateness_.total();
+  }
+  // How long member `c` has been silent over time this thread ran on schedule.
+  Clock::duration silence(const Conn& c, Clock::time_point now) const {
+    return now - c.last_heard - (lateness_.total() - c.late_at_heard);
+  }
+  // The silence after which a member is declared lost: the timeout and its confirmation.
+  Clock::duration silenceLimit() const {
+    return timeout_ + detail::LatenessMeter::confirmation(timeout_);
+  }
   void drainReady();
   void processFrames(Conn& c);
   void handle(Conn& c, Message& m);
@@ -173,13 +188,14 @@ class Server final : public StoreServer {
   size_t open_conns_ = 0;
   uint64_t next_id_ = 1;
   KvTable table_;
-  std::vector<uint64_t> members_;   // rank -> conn id, 0 when not joined
+  std::vector<uint64_t> members_;  // rank -> conn id, 0 when not joined
   // Every rank has joined once. Silence is judged only from then on: until the last member comes,
   // the others wait in the world's rendezvous and send nothing on their links.
   bool assembled_ = false;
   std::deque<MemberEvent> events_;  // member losses not yet announced
   bool broken_recorded_ = false;
   Clock::time_point next_ping_{};
+  detail::LatenessMeter lateness_;
   Clock::time_point accept_paused_until_{};
 };
 

@@ -16,7 +16,7 @@ void Server::runTimers(Clock::time_point now) {
                                   : "keys " + quoteKeys(w.keys) + " were not all set";
       queue(*c, msg::Timeout{what + " within " + std::to_string(w.timeout_ms) + " ms"});
     }
-    if (assembled_ && c->rank >= 0 && now - c->last_heard >= timeout_) checkSilence(*c, now);
+    if (assembled_ && c->rank >= 0 && silence(*c, now) >= silenceLimit()) checkSilence(*c, now);
   }
   if (now < next_ping_) return;
   for (uint64_t id : members_) {
@@ -28,12 +28,16 @@ void Server::runTimers(Clock::time_point now) {
 
 void Server::checkSilence(Conn& c, Clock::time_point now) {
   readAvailable(c);  // bytes that arrived since the last poll still count
-  if (!assembled_ || c.state != ConnState::kOpen || c.rank < 0 || now - c.last_heard < timeout_) {
+  if (!assembled_ || c.state != ConnState::kOpen || c.rank < 0 ||
+      silence(c, now) < silenceLimit()) {
     return;
   }
-  auto silent = std::chrono::duration_cast<milliseconds>(Clock::now() - c.last_heard).count();
+  // Counted over time this thread ran on schedule (lateness.h); the wall time is said beside it.
+  auto silent = std::chrono::duration_cast<milliseconds>(silence(c, now)).count();
+  auto wall = std::chrono::duration_cast<milliseconds>(Clock::now() - c.last_heard).count();
   closeConn(c, Cause::kPeerSilent,
-            "rank " + std::to_string(c.rank) + " silent for " + std::to_string(silent) + " ms",
+            "rank " + std::to_string(c.rank) + " silent for " + std::to_string(silent) +
+                " ms (last heard " + std::to_string(wall) + " ms ago)",
             true);
 }
 
@@ -48,14 +52,14 @@ void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
   std::string error = joinError(m);
   if (!error.empty()) return queue(c, msg::Error{Code::kInvalidArgument, error});
   c.rank = static_cast<int>(m.rank);
-  c.last_heard = Clock::now();
+  heard(c, Clock::now());
   members_[static_cast<size_t>(c.rank)] = c.id;
   if (!assembled_ && std::find(members_.begin(), members_.end(), 0) == members_.end()) {
     // The world is complete: every member's silence is timed from now.
     assembled_ = true;
     const auto now = Clock::now();
     for (uint64_t id : members_) {
-      if (Conn* m = find(id)) m->last_heard = now;
+      if (Conn* m = find(id)) heard(*m, now);
     }
   }
   setKey("mw/member/" + std::to_string(c.rank), "1");

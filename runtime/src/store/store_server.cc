@@ -4,9 +4,8 @@
 // a later write or their deadline completes. Membership (liveness) links share the same loop: the
 // poll timeout is the earliest of the next ping, the earliest member staleness deadline, the
 // earliest waiter deadline and the earliest lingering close, so silence is detected on time.
-#include "store/server_impl.h"
-
 #include "core/thread_name.h"
+#include "store/server_impl.h"
 
 namespace mw {
 namespace store {
@@ -43,7 +42,10 @@ void Server::pollOnce() {
   wait = std::clamp<Clock::duration>(wait, Clock::duration::zero(), std::chrono::seconds(1));
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  if (::ppoll(fds.data(), fds.size(), &ts, nullptr) <= 0) return;  // timeout or EINTR
+  lateness_.sleeping(Clock::now() + wait);
+  const int ready = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+  lateness_.woke(Clock::now());
+  if (ready <= 0) return;  // timeout or EINTR
   if (fds[0].revents) {
     uint64_t count;
     ssize_t n = ::read(wake_fd_.get(), &count, sizeof(count));
@@ -65,7 +67,10 @@ Clock::time_point Server::nextTimer() const {
     if (c->state == ConnState::kLingering) next = std::min(next, c->linger_until);
     if (c->rank >= 0) {
       has_members = true;
-      if (assembled_) next = std::min(next, c->last_heard + timeout_);
+      if (assembled_) {
+        next =
+            std::min(next, c->last_heard + (lateness_.total() - c->late_at_heard) + silenceLimit());
+      }
     }
   }
   if (has_members) next = std::min(next, next_ping_);
@@ -115,7 +120,7 @@ void Server::acceptAll() {
 void Server::readAvailable(Conn& c) {
   size_t got = 0;
   Status read = c.io.readAvailable(kReadBudget, c.state == ConnState::kOpen, &got);
-  if (got > 0 && c.rank >= 0) c.last_heard = Clock::now();
+  if (got > 0 && c.rank >= 0) heard(c, Clock::now());
   if (read.ok()) return;
   // Requests that arrived just before the close still count (a BROKEN report, then exit).
   if (c.state == ConnState::kOpen) processFrames(c);
