@@ -24,18 +24,18 @@ inline constexpr int kMinNcclVersion = 22200;
 
 // The functions the backend calls, by library. Each becomes a member of NcclApi of the same name
 // and type.
-#define MW_CUDART_FUNCTIONS(X)                                                               \
-  X(cudaGetDeviceCount)                                                                      \
-  X(cudaSetDevice)                                                                           \
-  X(cudaGetLastError) X(cudaGetErrorName) X(cudaGetErrorString) X(cudaStreamCreateWithFlags) \
-      X(cudaStreamDestroy) X(cudaFree) X(cudaMemset) X(cudaEventCreateWithFlags)             \
-          X(cudaEventRecord) X(cudaEventQuery) X(cudaEventDestroy)
-#define MW_NCCL_FUNCTIONS(X)                                                                \
-  X(ncclGetVersion)                                                                         \
-  X(ncclGetUniqueId)                                                                        \
-  X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) X(ncclCommAbort) X(ncclGetErrorString) \
-      X(ncclGetLastError) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend) X(ncclRecv)         \
-          X(ncclBroadcast) X(ncclAllReduce) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter)
+// clang-format off
+#define MW_CUDART_FUNCTIONS(X)                                                                   \
+  X(cudaGetDeviceCount) X(cudaSetDevice) X(cudaGetLastError) X(cudaGetErrorName)                 \
+  X(cudaGetErrorString) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaFree)            \
+  X(cudaMemset) X(cudaEventCreateWithFlags) X(cudaEventRecord) X(cudaEventQuery)                 \
+  X(cudaEventDestroy)
+#define MW_NCCL_FUNCTIONS(X)                                                                     \
+  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
+  X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGroupStart) X(ncclGroupEnd)   \
+  X(ncclSend) X(ncclRecv) X(ncclBroadcast) X(ncclAllReduce) X(ncclReduce) X(ncclAllGather)       \
+  X(ncclReduceScatter)
+// clang-format on
 
 // The loaded functions and what was loaded. Immutable once loadNcclApi has returned it.
 struct NcclApi {
