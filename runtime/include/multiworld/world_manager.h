@@ -44,6 +44,9 @@ struct WorldOptions {
   BackendKind backend = BackendKind::kGloo;
   // Where the world's tensors live: cpu for gloo; cuda:N for nccl (N as this process sees its GPUs
   // through CUDA_VISIBLE_DEVICES). A missing driver or GPU fails initialization with kUnavailable.
+  // NCCL and the CUDA runtime are opened when the first nccl world is created ($MW_NCCL_LIBRARY,
+  // else libnccl.so.2; $MW_CUDART_LIBRARY, else libcudart.so.<major>): a file that is missing,
+  // lacks a function or holds an NCCL older than 2.22 fails it with kUnavailable naming the file.
   Device device{};
   // The world's store. Rank 0 hosts it there when host_store is true (port 0 lets rank 0 pick a
   // free port, reported by WorldInfo::store_port; other ranks then need that port).
@@ -114,9 +117,10 @@ class WorldManager {
   // Errors: kInvalidArgument for bad options (each names the field and value), kInvalidUsage when
   // a world of that name exists and is not removed, kTimeout when the members did not all join in
   // time, kIoError when the store address cannot be bound or reached, kPermissionDenied for a wrong
-  // token, kUnavailable when the backend cannot run here (no NCCL backend in this build, no CUDA
-  // driver or GPU, a device this process does not see), kBackendError when it fails to start. On
-  // error nothing of the world is left behind and the name is free again.
+  // token, kUnavailable when the backend cannot run here (no NCCL backend in this build, NCCL or
+  // the CUDA runtime missing or too old, no CUDA driver or GPU, a device this process does not
+  // see), kBackendError when it fails to start. On error nothing of the world is left behind and
+  // the name is free again.
   Status initWorld(const WorldOptions& options, Deadline deadline);
 
   // As initWorld, without blocking: the returned Work completes when the world is healthy or its

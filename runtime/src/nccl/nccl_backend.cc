@@ -1,8 +1,5 @@
 #include "nccl/nccl_backend.h"
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <array>
 #include <condition_variable>
 #include <cstdlib>
@@ -12,6 +9,8 @@
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "nccl/nccl_loader.h"
 
 namespace mw::detail {
 
@@ -33,7 +32,7 @@ constexpr auto kLaunchLockLimit = 100ms;
 constexpr auto kDrainLimit = 10s;
 
 std::string cudaText(cudaError_t e) {
-  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+  return std::string(ncclApi().cudaGetErrorName(e)) + " (" + ncclApi().cudaGetErrorString(e) + ")";
 }
 
 const char* ncclName(ncclResult_t r) {
@@ -52,7 +51,7 @@ const char* ncclName(ncclResult_t r) {
 
 std::string ncclText(ncclResult_t r) {
   return std::string(ncclName(r)) + " " + std::to_string(static_cast<int>(r)) + " (" +
-         ncclGetErrorString(r) + ")";
+         ncclApi().ncclGetErrorString(r) + ")";
 }
 
 ncclDataType_t ncclType(DType t) {
@@ -120,9 +119,6 @@ class Aborter {
   Aborter() { std::thread([this] { loop(); }).detach(); }
 
   void loop() {
-    int version = 0;
-    ncclGetVersion(&version);
-    const bool can_group = version >= 22200;
     for (;;) {
       {
         std::unique_lock lock(mu_);
@@ -135,11 +131,11 @@ class Aborter {
         batch.assign(pending_.begin(), pending_.end());
         pending_.clear();
       }
-      const bool grouped = can_group && batch.size() > 1;
-      if (grouped) ncclGroupStart();
-      for (auto& r : batch) r->result = ncclCommAbort(r->comm);
+      const bool grouped = batch.size() > 1;  // the loader checked NCCL >= 2.22
+      if (grouped) ncclApi().ncclGroupStart();
+      for (auto& r : batch) r->result = ncclApi().ncclCommAbort(r->comm);
       if (grouped) {
-        ncclResult_t end = ncclGroupEnd();
+        ncclResult_t end = ncclApi().ncclGroupEnd();
         for (auto& r : batch) {
           if (r->result == ncclSuccess) r->result = end;
         }
@@ -213,10 +209,10 @@ class NcclBackend final : public Backend {
     abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
     if (executor_.joinable()) executor_.join();
     // The executor aborted the communicator and drained the stream.
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : events_) api_.cudaEventDestroy(e);
     events_.clear();
-    if (scratch_ != nullptr) cudaFree(scratch_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (scratch_ != nullptr) api_.cudaFree(scratch_);
+    if (stream_ != nullptr) api_.cudaStreamDestroy(stream_);
     scratch_ = nullptr;
     stream_ = nullptr;
   }
@@ -243,6 +239,7 @@ class NcclBackend final : public Backend {
   Status abortReason();
 
   const NcclConfig cfg_;
+  const NcclApi& api_ = ncclApi();  // loaded before any backend is built
   ncclComm_t comm_;       // executor thread only, until it has aborted it
   cudaStream_t stream_;
   int* scratch_;          // one int on the device, for barrier
@@ -268,7 +265,7 @@ cudaEvent_t NcclBackend::takeEvent() {
     return e;
   }
   cudaEvent_t e = nullptr;
-  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
+  if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
   events_.push_back(e);
   return e;
 }
@@ -280,7 +277,7 @@ Status NcclBackend::abortReason() {
 }
 
 void NcclBackend::run() {
-  cudaSetDevice(cfg_.device);
+  api_.cudaSetDevice(cfg_.device);
   std::deque<InFlight> inflight;
   auto last_progress = Clock::now();
   for (;;) {
@@ -311,7 +308,7 @@ void NcclBackend::run() {
       progressed = true;
     }
     while (!inflight.empty()) {
-      cudaError_t q = cudaEventQuery(inflight.front().done);
+      cudaError_t q = api_.cudaEventQuery(inflight.front().done);
       if (q == cudaErrorNotReady) break;
       if (q != cudaSuccess) break;  // reported below with the communicator's state
       free_events_.push_back(inflight.front().done);
@@ -320,7 +317,7 @@ void NcclBackend::run() {
       progressed = true;
     }
     if (inflight.empty()) continue;
-    if (cudaError_t q = cudaEventQuery(inflight.front().done);
+    if (cudaError_t q = api_.cudaEventQuery(inflight.front().done);
         q != cudaSuccess && q != cudaErrorNotReady) {
       fail({Cause::kBackendError, -1,
             std::string(opKindName(inflight.front().req.kind)) + ": CUDA: " + cudaText(q)});
@@ -368,7 +365,7 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
                    std::string(what) + " passed its deadline while NCCL was launching it"};
   }
   if (r != ncclSuccess) return ncclFailure(what, r);
-  if (cudaError_t e = cudaEventRecord(done, stream_); e != cudaSuccess) {
+  if (cudaError_t e = api_.cudaEventRecord(done, stream_); e != cudaSuccess) {
     return Failure{Cause::kBackendError, -1, std::string(what) + ": cudaEventRecord: " + cudaText(e)};
   }
   if (injected) async_injection_ = injected;  // failinfo 1: surfaces at the next poll
@@ -378,7 +375,7 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
 ncclResult_t NcclBackend::settle(Clock::time_point until) {
   ncclResult_t r = ncclInProgress;
   while (r == ncclInProgress) {
-    if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return ncclInternalError;
+    if (api_.ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return ncclInternalError;
     if (r != ncclInProgress || Clock::now() >= until) break;
     std::this_thread::sleep_for(kPollSleep);
   }
@@ -390,22 +387,22 @@ ncclResult_t NcclBackend::enqueue(const OpRequest& op) {
   const size_t n = op.in.count;
   const ncclDataType_t dt = ncclType(op.in.dtype);
   switch (op.kind) {
-    case OpKind::kSend: return ncclSend(d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kRecv: return ncclRecv(d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kBroadcast: return ncclBroadcast(d, d, n, dt, op.peer, comm_, stream_);
+    case OpKind::kSend: return api_.ncclSend(d, n, dt, op.peer, comm_, stream_);
+    case OpKind::kRecv: return api_.ncclRecv(d, n, dt, op.peer, comm_, stream_);
+    case OpKind::kBroadcast: return api_.ncclBroadcast(d, d, n, dt, op.peer, comm_, stream_);
     case OpKind::kAllReduce:
-      return ncclAllReduce(d, d, n, dt, ncclOp(op.reduce), comm_, stream_);
+      return api_.ncclAllReduce(d, d, n, dt, ncclOp(op.reduce), comm_, stream_);
     case OpKind::kReduce:
-      return ncclReduce(d, d, n, dt, ncclOp(op.reduce), op.peer, comm_, stream_);
-    case OpKind::kAllGather: return ncclAllGather(d, op.out.data, n, dt, comm_, stream_);
+      return api_.ncclReduce(d, d, n, dt, ncclOp(op.reduce), op.peer, comm_, stream_);
+    case OpKind::kAllGather: return api_.ncclAllGather(d, op.out.data, n, dt, comm_, stream_);
     case OpKind::kReduceScatter:
-      return ncclReduceScatter(d, op.out.data, op.out.count, dt, ncclOp(op.reduce), comm_,
-                               stream_);
+      return api_.ncclReduceScatter(d, op.out.data, op.out.count, dt, ncclOp(op.reduce), comm_,
+                                    stream_);
     case OpKind::kGather:
     case OpKind::kScatter: return rooted(op);
     case OpKind::kAllToAll: return allToAll(op);
     case OpKind::kBarrier:
-      return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
+      return api_.ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
   }
   return ncclInvalidUsage;
 }
@@ -413,9 +410,9 @@ ncclResult_t NcclBackend::enqueue(const OpRequest& op) {
 // Runs `body` inside one NCCL group; the group is closed even when a call inside fails.
 template <typename Body>
 ncclResult_t grouped(Body&& body) {
-  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return r;
+  if (ncclResult_t r = ncclApi().ncclGroupStart(); r != ncclSuccess) return r;
   ncclResult_t inner = body();
-  ncclResult_t end = ncclGroupEnd();
+  ncclResult_t end = ncclApi().ncclGroupEnd();
   return inner != ncclSuccess ? inner : end;
 }
 
@@ -429,22 +426,23 @@ ncclResult_t NcclBackend::rooted(const OpRequest& op) {
   const int root = op.peer;
   return grouped([&]() -> ncclResult_t {
     if (gather) {
-      ncclResult_t r = ncclSend(op.in.data, op.in.count, dt, root, comm_, stream_);
+      ncclResult_t r = api_.ncclSend(op.in.data, op.in.count, dt, root, comm_, stream_);
       if (r != ncclSuccess || cfg_.rank != root) return r;
       for (int i = 0; i < cfg_.size && r == ncclSuccess; ++i) {
-        r = ncclRecv(static_cast<char*>(op.out.data) + bytes * i, block.count, dt, i, comm_,
-                     stream_);
+        r = api_.ncclRecv(static_cast<char*>(op.out.data) + bytes * i, block.count, dt, i, comm_,
+                          stream_);
       }
       return r;
     }
     ncclResult_t r = ncclSuccess;
     if (cfg_.rank == root) {
       for (int i = 0; i < cfg_.size && r == ncclSuccess; ++i) {
-        r = ncclSend(static_cast<const char*>(op.in.data) + bytes * i, block.count, dt, i, comm_,
-                     stream_);
+        r = api_.ncclSend(static_cast<const char*>(op.in.data) + bytes * i, block.count, dt, i,
+                          comm_, stream_);
       }
     }
-    return r != ncclSuccess ? r : ncclRecv(op.out.data, op.out.count, dt, root, comm_, stream_);
+    return r != ncclSuccess ? r
+                            : api_.ncclRecv(op.out.data, op.out.count, dt, root, comm_, stream_);
   });
 }
 
@@ -455,9 +453,11 @@ ncclResult_t NcclBackend::allToAll(const OpRequest& op) {
   return grouped([&]() -> ncclResult_t {
     ncclResult_t r = ncclSuccess;
     for (int j = 0; j < cfg_.size && r == ncclSuccess; ++j) {
-      r = ncclSend(static_cast<const char*>(op.in.data) + bytes * j, count, dt, j, comm_, stream_);
+      r = api_.ncclSend(static_cast<const char*>(op.in.data) + bytes * j, count, dt, j, comm_,
+                        stream_);
       if (r == ncclSuccess) {
-        r = ncclRecv(static_cast<char*>(op.out.data) + bytes * j, count, dt, j, comm_, stream_);
+        r = api_.ncclRecv(static_cast<char*>(op.out.data) + bytes * j, count, dt, j, comm_,
+                          stream_);
       }
     }
     return r;
@@ -472,7 +472,7 @@ std::optional<Failure> NcclBackend::asyncFailure() {
                        inj.suffix());
   }
   ncclResult_t async = ncclSuccess;
-  if (ncclResult_t r = ncclCommGetAsyncError(comm_, &async); r != ncclSuccess) async = r;
+  if (ncclResult_t r = api_.ncclCommGetAsyncError(comm_, &async); r != ncclSuccess) async = r;
   if (async == ncclSuccess || async == ncclInProgress) return std::nullopt;
   return ncclFailure("asynchronous error", async);
 }
@@ -480,7 +480,7 @@ std::optional<Failure> NcclBackend::asyncFailure() {
 Failure NcclBackend::ncclFailure(const char* what, ncclResult_t r, const std::string& suffix) {
   std::string detail = std::string("nccl ") + what + ": " + ncclText(r);
   if (suffix.empty()) {
-    const char* last = ncclGetLastError(comm_);
+    const char* last = api_.ncclGetLastError(comm_);
     if (last != nullptr && *last != '\0') detail += ": " + std::string(last);
   }
   detail += suffix;
@@ -502,7 +502,7 @@ void NcclBackend::drain(std::deque<InFlight>& inflight) {
   const auto until = deadlineIn(kDrainLimit);
   for (auto& f : inflight) {
     // Completing the work hands the caller's memory back: only once the GPU is done with it.
-    while (f.done != nullptr && cudaEventQuery(f.done) == cudaErrorNotReady &&
+    while (f.done != nullptr && api_.cudaEventQuery(f.done) == cudaErrorNotReady &&
            Clock::now() < until) {
       std::this_thread::sleep_for(100us);
     }
@@ -517,7 +517,7 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
                             " of " + std::to_string(cfg.size) + ", cuda:" +
                             std::to_string(cfg.device) + ")";
   OpFailPoints failpoints("nccl", cfg.world);
-  if (cudaError_t e = cudaSetDevice(cfg.device); e != cudaSuccess) {
+  if (cudaError_t e = ncclApi().cudaSetDevice(cfg.device); e != cudaSuccess) {
     return Status(Code::kUnavailable, where + ": cudaSetDevice: " + cudaText(e));
   }
   if (auto injected = failpoints.init().check()) {
@@ -528,7 +528,7 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
   ncclUniqueId id{};
   const std::string key = "nccl/id";
   if (cfg.rank == 0) {
-    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+    if (ncclResult_t r = ncclApi().ncclGetUniqueId(&id); r != ncclSuccess) {
       return Status(Code::kBackendError, where + ": ncclGetUniqueId: " + ncclText(r));
     }
     Status s = store.set(key, std::string(id.internal, sizeof(id.internal)), deadline);
@@ -549,7 +549,7 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
   config.blocking = 0;    // every call returns at once; completion is polled against deadlines
   config.splitShare = 0;  // nothing shared with any other world's communicator
   ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, cfg.size, id, cfg.rank, &config);
+  ncclResult_t r = ncclApi().ncclCommInitRankConfig(&comm, cfg.size, id, cfg.rank, &config);
   while (r == ncclInProgress && comm != nullptr) {
     if (Clock::now() >= deadline) {
       Aborter::instance().abort(comm);
@@ -557,22 +557,23 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
                     where + ": the members did not all initialize NCCL before the deadline");
     }
     std::this_thread::sleep_for(1ms);
-    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
+    if (ncclApi().ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
   }
   if (r != ncclSuccess) {
-    std::string last = comm != nullptr ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
+    std::string last =
+        comm != nullptr ? ncclApi().ncclGetLastError(comm) : ncclApi().ncclGetLastError(nullptr);
     if (comm != nullptr) Aborter::instance().abort(comm);
     return Status(Code::kBackendError, where + ": ncclCommInitRankConfig: " + ncclText(r) +
                                            (last.empty() ? "" : ": " + last));
   }
   cudaStream_t stream = nullptr;
   int* scratch = nullptr;
-  cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void**>(&scratch), sizeof(int));
-  if (e == cudaSuccess) e = cudaMemset(scratch, 0, sizeof(int));
+  cudaError_t e = ncclApi().cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = ncclApi().cudaMalloc(reinterpret_cast<void**>(&scratch), sizeof(int));
+  if (e == cudaSuccess) e = ncclApi().cudaMemset(scratch, 0, sizeof(int));
   if (e != cudaSuccess) {
-    if (scratch != nullptr) cudaFree(scratch);
-    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (scratch != nullptr) ncclApi().cudaFree(scratch);
+    if (stream != nullptr) ncclApi().cudaStreamDestroy(stream);
     Aborter::instance().abort(comm);
     return Status(Code::kBackendError, where + ": creating its CUDA stream: " + cudaText(e));
   }
@@ -587,10 +588,13 @@ Status checkCudaDevice(int index) {
   const std::string seen =
       visible != nullptr ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : "";
   const std::string dev = "cuda:" + std::to_string(index);
+  if (auto api = loadNcclApi(); !api.ok()) {
+    return Status(Code::kUnavailable, dev + " cannot be used: " + api.status().message());
+  }
   int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
+  cudaError_t e = ncclApi().cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    cudaGetLastError();  // clear it for the program's own CUDA calls
+    ncclApi().cudaGetLastError();  // clear it for the program's own CUDA calls
     std::string why = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
                           ? ": this machine has no usable NVIDIA driver or GPU"
                           : "";
