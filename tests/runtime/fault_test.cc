@@ -258,3 +258,50 @@ TEST_CASE("a process stopped as a whole blames no peer when it resumes", "[runti
   });
   for (auto& s : got) CHECK(s.ok());
 }
+
+TEST_CASE("a member resumed after its world broke leaves that world's calls at once",
+          "[runtime][fault]") {
+  // The worker all_reduces (Gloo's own ring, float32) in step with us; it is stopped, we break the
+  // world by its silence, and it is resumed: it learns of the break from its link and every call
+  // of the world must return then, not stay in Gloo's waits.
+  const long hb = 300;
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  auto sub = m.subscribe();
+  auto a = hostWorld(m, "resumed", 2, std::chrono::milliseconds(hb));
+  auto x =
+      worker({"--join", joinArg("resumed", 1, 2, a.port, hb), "--allreduce", "resumed:262144"});
+  REQUIRE(a.join.wait(mw::deadlineIn(20s)).ok());
+  REQUIRE(x->waitFor("ready", 20s));
+  std::thread ours([&] {
+    std::vector<float> v(262144, 1.0f);
+    while (c.allReduce("resumed", mw::Tensor::cpu(v.data(), v.size())).wait().ok()) {
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  x->signal(SIGSTOP);
+  auto e = brokenEvent(*sub, "resumed", 5s);
+  ours.join();
+  REQUIRE(e);
+  std::this_thread::sleep_for(100ms);
+  x->signal(SIGCONT);
+  long long broke_ns = -1, ended_ns = -1;
+  std::string ended;
+  for (auto until = mw::deadlineIn(30s);
+       (broke_ns < 0 || ended_ns < 0) && mw::Clock::now() < until;) {
+    auto line = x->readLine(1000ms);
+    if (!line) continue;
+    if (line->rfind("broken resumed", 0) == 0)
+      broke_ns = std::stoll(line->substr(line->rfind(' ')));
+    if (line->rfind("traffic resumed", 0) == 0) {
+      ended = *line;
+      ended_ns = std::stoll(line->substr(line->rfind(' ')));
+    }
+  }
+  REQUIRE(broke_ns > 0);
+  REQUIRE(ended_ns > 0);
+  const long late_ms = static_cast<long>((ended_ns - broke_ns) / 1000000);
+  INFO(ended << "; the loop ended " << late_ms << " ms after the member saw the break");
+  CHECK(ended.find("world_broken") != std::string::npos);
+  CHECK(late_ms < scaled(1000).count());  // a hang guard: it took ~10 s in half the runs
+}

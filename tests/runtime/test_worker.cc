@@ -4,9 +4,10 @@
 //   joinfail <world> <status>               a world could not be joined
 //   broken <world> <cause> <peer> <t_ns>    a world broke (t_ns: steady clock, comparable across
 //                                           processes on Linux)
-//   traffic <world> <ok_ops> <status>       a traffic loop ended
+//   traffic <world> <ok_ops> <status> <t_ns>  a traffic loop ended (t_ns: when)
 // Usage: mw_test_worker --join NAME:RANK:SIZE:PORT[:HEARTBEAT_MS] ...
 //                       [--send NAME:PEER:BYTES] [--recv NAME:PEER:BYTES] [--exit-after-ms N]
+//                       [--allreduce NAME:FLOATS] (float32 all_reduce in a loop)
 //                       [--failpoint POINT:FAILNUM] (enabled once every world joined; needs a
 //                       runtime built with failpoints; prints "enabled <point> <t_ns>")
 #include <cstdio>
@@ -38,23 +39,35 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 struct Traffic {
-  bool send;
+  enum Kind { kSend, kRecv, kAllReduce } kind;
   std::string world;
   int peer;
-  size_t bytes;
+  size_t bytes;  // elements for kAllReduce
 };
 
+mw::Status runOnce(mw::Communicator& comm, const Traffic& t, std::vector<char>& bytes,
+                   std::vector<float>& floats) {
+  auto tensor = mw::Tensor{bytes.data(), mw::DType::kUInt8, bytes.size(), mw::Device::cpu()};
+  switch (t.kind) {
+    case Traffic::kSend:
+      return comm.send(t.world, tensor, t.peer);
+    case Traffic::kRecv:
+      return comm.recv(t.world, tensor, t.peer);
+    case Traffic::kAllReduce:
+      std::fill(floats.begin(), floats.end(), 1.0f);
+      return comm.allReduce(t.world, mw::Tensor::cpu(floats.data(), floats.size())).wait();
+  }
+  return mw::Status::Ok();
+}
+
 void runTraffic(mw::Communicator& comm, const Traffic& t) {
-  std::vector<char> buf(t.bytes, 1);
-  auto tensor = mw::Tensor{buf.data(), mw::DType::kUInt8, buf.size(), mw::Device::cpu()};
+  std::vector<char> bytes(t.kind == Traffic::kAllReduce ? 0 : t.bytes, 1);
+  std::vector<float> floats(t.kind == Traffic::kAllReduce ? t.bytes : 0);
   long ok = 0;
   mw::Status s;
-  for (;;) {
-    s = t.send ? comm.send(t.world, tensor, t.peer) : comm.recv(t.world, tensor, t.peer);
-    if (!s.ok()) break;
-    ++ok;
-  }
-  say("traffic " + t.world + " " + std::to_string(ok) + " " + mw::codeName(s.code()));
+  while ((s = runOnce(comm, t, bytes, floats)).ok()) ++ok;
+  say("traffic " + t.world + " " + std::to_string(ok) + " " + mw::codeName(s.code()) + " " +
+      std::to_string(mw::Clock::now().time_since_epoch().count()));
 }
 
 int usage(const char* why) {
@@ -81,8 +94,11 @@ int main(int argc, char** argv) {
       if (p.size() == 5) o.heartbeat_timeout = std::chrono::milliseconds(std::atoi(p[4].c_str()));
       joins.push_back(o);
     } else if ((flag == "--send" || flag == "--recv") && p.size() == 3) {
-      traffic.push_back({flag == "--send", p[0], std::atoi(p[1].c_str()),
-                         static_cast<size_t>(std::atoll(p[2].c_str()))});
+      traffic.push_back({flag == "--send" ? Traffic::kSend : Traffic::kRecv, p[0],
+                         std::atoi(p[1].c_str()), static_cast<size_t>(std::atoll(p[2].c_str()))});
+    } else if (flag == "--allreduce" && p.size() == 2) {
+      traffic.push_back(
+          {Traffic::kAllReduce, p[0], -1, static_cast<size_t>(std::atoll(p[1].c_str()))});
     } else if (flag == "--failpoint" && p.size() == 2) {
       failpoints.emplace_back(p[0], std::atoi(p[1].c_str()));
     } else if (flag == "--exit-after-ms") {
@@ -95,7 +111,8 @@ int main(int argc, char** argv) {
   mw::Communicator comm(manager);
   auto events = manager.subscribe();
   std::vector<mw::Work> pending;
-  for (const auto& o : joins) pending.push_back(manager.initWorldAsync(o, mw::deadlineIn(std::chrono::seconds(20))));
+  for (const auto& o : joins)
+    pending.push_back(manager.initWorldAsync(o, mw::deadlineIn(std::chrono::seconds(20))));
   for (size_t i = 0; i < joins.size(); ++i) {
     mw::Status s = pending[i].wait();
     if (!s.ok()) say("joinfail " + joins[i].name + " " + s.toString());
@@ -107,8 +124,7 @@ int main(int argc, char** argv) {
       say("failpointfail " + name + " " + s.toString());
       return 3;
     }
-    say("enabled " + name + " " +
-        std::to_string(mw::Clock::now().time_since_epoch().count()));
+    say("enabled " + name + " " + std::to_string(mw::Clock::now().time_since_epoch().count()));
   }
   say("ready");
   std::vector<std::thread> loops;

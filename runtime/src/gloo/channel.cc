@@ -82,6 +82,12 @@ std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
   return std::make_unique<Buf>(this, std::move(ub));
 }
 
+void Channel::adopt(gloo::transport::UnboundBuffer* ub) {
+  std::lock_guard lock(mu_);
+  if (aborted_) throw AbortedError{};
+  live_.insert(ub);
+}
+
 void Channel::recycle(std::unique_ptr<Buf> b) {
   std::unique_ptr<Buf> dropped;  // destroyed after the lock is released (~Buf takes it)
   std::lock_guard lock(mu_);

@@ -74,6 +74,11 @@ class Channel {
   // used it succeeded); it is kept for reuse (the kSpare most recent ones) or dropped. Any other
   // buffer must be dropped instead.
   void recycle(std::unique_ptr<Buf> b);
+  // Registers a buffer made elsewhere (Gloo's own all_reduce's output), so that abortAll interrupts
+  // waits on it; release() it before it is destroyed. Throws AbortedError once aborted (the buffer
+  // is not adopted then).
+  void adopt(gloo::transport::UnboundBuffer* ub);
+  void release(gloo::transport::UnboundBuffer* ub) { unregister(ub); }
   // Interrupts every current and future wait and drops the idle buffers. Idempotent.
   void abortAll();
   bool aborted() const;

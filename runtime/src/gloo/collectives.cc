@@ -182,8 +182,9 @@ GlooReduceFn reduceFunc(ReduceOp op) {
 }
 
 template <typename T>
-void setData(gloo::AllreduceOptions& o, const OpRequest& op) {
-  o.setOutput(static_cast<T*>(op.in.data), op.in.count);
+void setData(gloo::AllreduceOptions& o, const OpRequest& op,
+             std::unique_ptr<gloo::transport::UnboundBuffer> out) {
+  o.setOutput<T>(std::move(out));
   o.setReduceFunction(reduceFunc<T>(op.reduce));
 }
 
@@ -191,7 +192,7 @@ void setData(gloo::AllreduceOptions& o, const OpRequest& op) {
 
 void Runner::nativeAllReduce() {
   if (env_.channel->aborted()) throw AbortedError{};
-  gloo::AllreduceOptions& o = env_.native->get(op_, env_.context);
+  gloo::AllreduceOptions& o = env_.native->get(op_, env_.context, *env_.channel);
   // The tag carries the call's hash: members whose calls differ never match each other's messages
   // (a message larger than the buffer Gloo posted for it would abort the process).
   o.setTag((hash_ << 8) | static_cast<uint32_t>(env_.seq & 0xff));
@@ -433,10 +434,15 @@ struct Collective::Impl {
 Collective::Collective(const OpRequest& op, const CollectiveEnv& env)
     : impl_(std::make_unique<Impl>(Impl{Runner(op, env)})) {}
 struct NativeOptionsCache::Entry {
+  ~Entry() {
+    if (channel != nullptr) channel->release(out);  // before the options drop the buffer
+  }
   void* data = nullptr;
   size_t count = 0;
   DType dtype = DType::kFloat32;
   ReduceOp reduce = ReduceOp::kSum;
+  Channel* channel = nullptr;
+  gloo::transport::UnboundBuffer* out = nullptr;  // owned by options, adopted by channel
   std::unique_ptr<gloo::AllreduceOptions> options;
 };
 
@@ -445,7 +451,8 @@ NativeOptionsCache::~NativeOptionsCache() = default;
 void NativeOptionsCache::clear() { entries_.clear(); }
 
 gloo::AllreduceOptions& NativeOptionsCache::get(const OpRequest& op,
-                                                const std::shared_ptr<gloo::Context>& context) {
+                                                const std::shared_ptr<gloo::Context>& context,
+                                                Channel& channel) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     const Entry& e = **it;
     if (e.data == op.in.data && e.count == op.in.count && e.dtype == op.in.dtype &&
@@ -462,18 +469,25 @@ gloo::AllreduceOptions& NativeOptionsCache::get(const OpRequest& op,
   e->options = std::make_unique<gloo::AllreduceOptions>(context);
   gloo::AllreduceOptions& o = *e->options;
   o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  // The output buffer is made here and adopted by the channel, so that an abort interrupts a wait
+  // on it: Gloo does not fail an unbound send still in a pair's write queue when the pair fails,
+  // and such a send kept a resumed member inside all_reduce until its deadline.
+  auto out = context->createUnboundBuffer(op.in.data, op.in.bytes());
+  channel.adopt(out.get());
+  e->channel = &channel;
+  e->out = out.get();
   switch (op.in.dtype) {
     case DType::kFloat32:
-      setData<float>(o, op);
+      setData<float>(o, op, std::move(out));
       break;
     case DType::kFloat64:
-      setData<double>(o, op);
+      setData<double>(o, op, std::move(out));
       break;
     case DType::kInt32:
-      setData<int32_t>(o, op);
+      setData<int32_t>(o, op, std::move(out));
       break;
     default:
-      setData<int64_t>(o, op);
+      setData<int64_t>(o, op, std::move(out));
       break;
   }
   if (entries_.size() >= kKeep) entries_.erase(entries_.begin());

@@ -36,7 +36,10 @@ class NativeOptionsCache {
   NativeOptionsCache& operator=(const NativeOptionsCache&) = delete;
   // The options for all_reduce `op` (its tensor, dtype and reduce op; ring algorithm) over
   // `context`: kept ones, or new ones that are kept. Tag and timeout are the caller's to set.
-  gloo::AllreduceOptions& get(const OpRequest& op, const std::shared_ptr<gloo::Context>& context);
+  // Their output buffer is adopted by `channel` (its aborts interrupt waits on it) until dropped.
+  // Throws AbortedError when the channel is aborted.
+  gloo::AllreduceOptions& get(const OpRequest& op, const std::shared_ptr<gloo::Context>& context,
+                              Channel& channel);
   // Drops every kept option set (and its buffers). Call before the Gloo context goes, and after a
   // failed all_reduce (a transfer may be outstanding on the buffer).
   void clear();
