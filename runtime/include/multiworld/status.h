@@ -36,17 +36,17 @@ inline std::chrono::milliseconds remaining(Deadline d) { return waitMillis(d - C
 
 enum class Code : int {
   kOk = 0,
-  kInvalidArgument = 1,  // the caller passed something wrong (rank out of range, bad dtype...)
-  kInvalidUsage = 2,     // the call is not allowed in this state (world exists, not joined...)
-  kNotFound = 3,         // unknown world, missing key
-  kTimeout = 4,          // a deadline passed before the call could complete
-  kRemoteError = 5,      // a peer reported an error or sent something invalid
-  kWorldBroken = 6,      // the world failed; BrokenInfo says why
-  kAborted = 7,          // the operation was cancelled locally (world removed, shutdown)
-  kBackendError = 8,     // the communication library failed (Gloo, NCCL)
-  kIoError = 9,          // a socket or file failed
+  kInvalidArgument = 1,    // the caller passed something wrong (rank out of range, bad dtype...)
+  kInvalidUsage = 2,       // the call is not allowed in this state (world exists, not joined...)
+  kNotFound = 3,           // unknown world, missing key
+  kTimeout = 4,            // a deadline passed before the call could complete
+  kRemoteError = 5,        // a peer reported an error or sent something invalid
+  kWorldBroken = 6,        // the world failed; BrokenInfo says why
+  kAborted = 7,            // the operation was cancelled locally (world removed, shutdown)
+  kBackendError = 8,       // the communication library failed (Gloo, NCCL)
+  kIoError = 9,            // a socket or file failed
   kPermissionDenied = 10,  // wrong store token
-  kUnavailable = 11,     // something needed is missing on this machine (no GPU, no NCCL build)
+  kUnavailable = 11,       // something needed is missing on this machine (no GPU, no NCCL build)
 };
 
 // Stable lowercase name of a code, e.g. "world_broken".
@@ -63,6 +63,7 @@ enum class Cause : int {
   kProtocolError = 6,  // a peer violated the protocol (dtype/count mismatch, bad frame)
   kInjected = 7,       // reserved: a failpoint fired (failpoint builds, next release)
   kRemoteBroken = 8,   // another member reported that the world broke there
+  kPeerLeft = 9,       // a member left the world (removeWorld, or its manager was destroyed)
 };
 
 const char* causeName(Cause cause);
@@ -71,8 +72,8 @@ const char* causeName(Cause cause);
 struct BrokenInfo {
   std::string world;
   Cause cause = Cause::kNone;
-  int peer_rank = -1;           // the member blamed, or -1 when none is known
-  std::string detail;           // human readable
+  int peer_rank = -1;               // the member blamed, or -1 when none is known
+  std::string detail;               // human readable
   Clock::time_point detected_at{};  // monotonic time the break was detected in this process
 };
 
@@ -106,8 +107,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                          // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {                    // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(v_).ok()) v_ = Status(Code::kInvalidUsage, "Result built from OK status");
   }
 
@@ -129,8 +130,8 @@ class [[nodiscard]] Result {
 }  // namespace mw
 
 // Returns early from the enclosing function with the status of `expr` when it is not OK.
-#define MW_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::mw::Status mw_status_ = (expr);       \
+#define MW_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::mw::Status mw_status_ = (expr);        \
     if (!mw_status_.ok()) return mw_status_; \
   } while (0)

@@ -103,7 +103,7 @@ class StoreClient {
 // What a server tells a member about another member.
 struct MemberNotice {
   int rank = -1;               // the member concerned
-  Cause cause = Cause::kNone;  // kPeerDied, kPeerSilent or kRemoteBroken
+  Cause cause = Cause::kNone;  // kPeerDied, kPeerSilent, kRemoteBroken or kPeerLeft
   std::string detail;
 };
 
@@ -130,6 +130,9 @@ class MemberLink {
   virtual Status sendHeartbeat() = 0;
   // Tells the server that this member saw the world break. Best effort, never blocks.
   virtual Status reportBroken(Cause cause, const std::string& detail) = 0;
+  // Tells the server that this member leaves the world: the others are told kPeerLeft, not
+  // kPeerDied, when the link then closes. Best effort, never blocks; call just before closing.
+  virtual Status leave() = 0;
   // Reads what has arrived without blocking and returns the notices in it. Returns kIoError once
   // the server closed the link (rank 0 died or stopped the store) or sent a malformed frame.
   virtual Result<std::vector<MemberNotice>> readNotices() = 0;

@@ -33,6 +33,7 @@ const char* causeName(Cause cause) {
     case Cause::kProtocolError: return "protocol_error";
     case Cause::kInjected: return "injected";
     case Cause::kRemoteBroken: return "remote_broken";
+    case Cause::kPeerLeft: return "peer_left";
   }
   return "unknown";
 }

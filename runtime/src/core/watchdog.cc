@@ -78,8 +78,15 @@ void Watchdog::wake() {
 int Watchdog::pollTimeoutMs(Clock::time_point now) const {
   auto next = now + std::chrono::seconds(1);
   for (const auto& e : entries_) {
+    if (e.joining) {  // heartbeats only: its silence is not judged yet
+      next = std::min(next, e.next_heartbeat);
+      continue;
+    }
+    if (e.world->state() != WorldState::kHealthy) {  // broken, letting operations finish
+      next = std::min(next, e.world->drainDeadline());
+      continue;
+    }
     next = std::min(next, e.next_heartbeat);
-    if (e.joining) continue;  // its silence is not judged yet
     next = std::min(next, silenceDeadline(e) + milliseconds(1));
   }
   // Rounded up: rounded down, the last fraction of a millisecond before each heartbeat gave
@@ -117,10 +124,14 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
   }
   if (w.state() != WorldState::kHealthy) {
     // Whatever broke it here, tell the store, so every other member learns at once (whoever
-    // hosts the store: rank 0's own link reaches its own server too); then stop watching.
-    if (auto b = w.broken(); b && !w.brokenByStore()) {
+    // hosts the store: rank 0's own link reaches its own server too); then stop watching, once
+    // a member's leaving has let the running operations finish.
+    if (auto b = w.broken(); b && !w.brokenByStore() && !e.reported) {
       link->reportBroken(b->cause, b->detail).ignore();
     }
+    e.reported = true;
+    if (now < w.drainDeadline()) return true;
+    if (w.drainDeadline() != Clock::time_point::max()) w.endDrain();
     return false;
   }
   if (revents != 0 || e.fresh) {
@@ -134,7 +145,10 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
       return false;
     }
     for (const auto& n : notices.value()) {
-      if (w.breakWorld(n.cause, n.rank, n.detail, true)) return false;
+      // Watched on while a leaving member's grace lets running operations finish.
+      if (w.breakWorld(n.cause, n.rank, n.detail, true)) {
+        return w.drainDeadline() != Clock::time_point::max();
+      }
     }
   }
   // Silence counts only over time this thread ran on schedule (lateness.h), and a suspicion must
@@ -173,7 +187,8 @@ void Watchdog::loop(std::stop_token st) {
       fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
       owners.assign(1, nullptr);
       for (const auto& e : entries_) {
-        if (e.joining) continue;  // unread until it is healthy: POLLIN would wake us at once
+        // Unread until it is healthy, and once broken: POLLIN would wake us at once.
+        if (e.joining || e.world->state() != WorldState::kHealthy) continue;
         fds.push_back({e.world->link()->fd(), POLLIN, 0});
         owners.push_back(e.world.get());
       }

@@ -42,6 +42,7 @@ class Watchdog {
     // Connecting (addJoining): heartbeats only; the link is neither polled nor read.
     bool joining = false;
     // The link's lastHeard() when last seen, and this thread's lateness then (see lateness.h).
+    bool reported = false;  // a local break was reported to the store
     Clock::time_point heard{};
     Clock::duration late_at_heard{0};
   };

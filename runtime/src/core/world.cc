@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "gloo/gloo_backend.h"
 #include "nccl/nccl_backend.h"
 
@@ -67,6 +69,9 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
 
   BackendErrorHandler on_error = [this](Cause cause, int peer, const std::string& detail) {
     breakWorld(cause, peer, detail);
+    // An operation that fails while a leaving member's grace runs (its connection to that member
+    // closed before its data came) ends the grace: nothing is gained by waiting longer.
+    endDrain();
     return notHealthyStatus();  // the first cause wins, whichever thread saw it
   };
   Result<std::shared_ptr<Backend>> backend =
@@ -99,18 +104,37 @@ bool World::breakWorld(Cause cause, int peer, const std::string& detail, bool fr
     broken_by_store_.store(from_store);
     state_.store(WorldState::kBroken);
   }
-  if (backend_) backend_->abort(Status::worldBroken(info));
+  if (cause == Cause::kPeerLeft) {
+    // New operations fail from now on; the running ones may still complete (see drainDeadline).
+    drain_until_.store(info.detected_at +
+                       std::clamp<Clock::duration>(options_.heartbeat_timeout / 4,
+                                                   std::chrono::milliseconds(50),
+                                                   std::chrono::milliseconds(500)));
+  } else if (backend_) {
+    backend_->abort(Status::worldBroken(info));
+  }
   sink_->wakeWatchdog();
   sink_->emit({WorldEvent::Kind::kBroken, options_.name, generation_, info, info.detected_at});
   return true;
 }
 
+void World::endDrain() {
+  if (drain_until_.exchange(Clock::time_point::max()) == Clock::time_point::max()) return;
+  auto b = broken();
+  if (backend_ && b) backend_->abort(Status::worldBroken(*b));
+}
+
 void World::teardown() {
+  bool healthy = false;
   {
     std::lock_guard lock(mu_);
     if (state_.load() == WorldState::kRemoved) return;
+    healthy = state_.load() == WorldState::kHealthy;
     state_.store(WorldState::kRemoved);
   }
+  // Leaving is not dying: the others learn kPeerLeft before our connections close, and let the
+  // operations whose data we already sent finish (the watchdog no longer uses the link now).
+  if (healthy && link_) link_->leave().ignore();
   if (backend_) backend_->shutdown();
   link_.reset();
   client_.reset();

@@ -44,6 +44,12 @@ class World {
   bool breakWorld(Cause cause, int peer, const std::string& detail, bool from_store = false);
   // Whether the break came from the store (see breakWorld).
   bool brokenByStore() const { return broken_by_store_.load(); }
+  // A world broken because a member left (kPeerLeft) lets the operations it is running finish for
+  // a grace period before its backend is aborted: their data may already be here. The time the
+  // grace ends (max when no drain is pending), and its end (the watchdog calls it then, or an
+  // operation that fails meanwhile; idempotent).
+  Clock::time_point drainDeadline() const { return drain_until_.load(); }
+  void endDrain();
   // Fails new operations, releases threads, sockets and memory. Blocks until done.
   void teardown();
 
@@ -72,6 +78,7 @@ class World {
   std::atomic<WorldState> state_{WorldState::kJoining};
   std::atomic<uint16_t> store_port_{0};
   std::atomic<bool> broken_by_store_{false};
+  std::atomic<Clock::time_point> drain_until_{Clock::time_point::max()};
 
   mutable std::mutex mu_;
   std::optional<BrokenInfo> broken_;  // GUARDED_BY(mu_)

@@ -61,6 +61,8 @@ class Link final : public MemberLink {
     return error_;
   }
 
+  Status leave() override { return reportBroken(Cause::kPeerLeft, "left the world"); }
+
   Result<std::vector<MemberNotice>> readNotices() override {
     if (!error_.ok()) return error_;
     size_t got = 0;

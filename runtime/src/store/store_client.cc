@@ -70,10 +70,10 @@ class Client final : public StoreClient {
     auto injected = failpoints_[which].check();
     // As if the exchange had failed on the socket: ETIMEDOUT reads as the deadline passing.
     Result<Message> reply =
-        injected ? Result<Message>(Status(
-                       injected->failnum == ETIMEDOUT ? Code::kTimeout : Code::kIoError,
-                       std::string(kCallNames[which]) + ": " +
-                           detail::errnoText(injected->failnum) + injected->suffix()))
+        injected ? Result<Message>(
+                       Status(injected->failnum == ETIMEDOUT ? Code::kTimeout : Code::kIoError,
+                              std::string(kCallNames[which]) + ": " +
+                                  detail::errnoText(injected->failnum) + injected->suffix()))
                  : exchange(request, deadline);
     if (reply.ok() && std::holds_alternative<msg::Timeout>(*reply)) {
       reply = Status(Code::kTimeout, std::get<msg::Timeout>(*reply).message);
@@ -102,7 +102,8 @@ class Client final : public StoreClient {
   }
   Status wait(const std::vector<std::string>& keys, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKeys(keys));
-    return expect<msg::Ok>(call(kWait, msg::Wait{keys, timeoutMs(deadline)}, deadline), "WAIT").status();
+    return expect<msg::Ok>(call(kWait, msg::Wait{keys, timeoutMs(deadline)}, deadline), "WAIT")
+        .status();
   }
   Result<bool> check(const std::vector<std::string>& keys, Deadline deadline) override {
     MW_RETURN_IF_ERROR(checkKeys(keys));

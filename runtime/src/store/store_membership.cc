@@ -92,6 +92,11 @@ std::string Server::joinError(const msg::MemberJoin& m) const {
 
 void Server::onBroken(Conn& c, const msg::Broken& m) {
   if (c.rank < 0) return protocolError(c, "BROKEN from a connection that has not joined");
+  if (m.cause == Cause::kPeerLeft) {
+    // A member that leaves is no longer one: its link's close that follows is no death.
+    return closeConn(c, Cause::kPeerLeft, "rank " + std::to_string(c.rank) + " left the world",
+                     true);
+  }
   if (c.reported_broken) return;  // one report per member is enough
   c.reported_broken = true;
   events_.push_back(

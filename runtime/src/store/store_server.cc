@@ -19,6 +19,13 @@ void Server::run(const std::stop_token& st) {
     drainReady();
     reap();
   }
+  // What already arrived is served before the end, so that a member leaving (the store host's own
+  // link says so just before the store stops) is announced as having left, not as dead.
+  for (auto& [id, c] : conns_) {
+    if (c->state == ConnState::kOpen) readAvailable(*c);
+  }
+  drainReady();
+  flushEvents();
   conns_.clear();  // closes every connection; members see EOF
 }
 

@@ -153,7 +153,7 @@ class Reader {
   }
   Cause cause() {
     uint8_t c = u8("cause");
-    if (error_.empty() && c > static_cast<uint8_t>(Cause::kRemoteBroken)) {
+    if (error_.empty() && c > static_cast<uint8_t>(Cause::kPeerLeft)) {
       fail("unknown cause " + std::to_string(c));
     }
     return static_cast<Cause>(c);
