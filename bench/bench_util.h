@@ -128,6 +128,14 @@ std::vector<size_t> parseSizes(const std::string& text);
 // 65536 -> "64KiB", 1048576 -> "1MiB".
 std::string sizeName(size_t bytes);
 
+// Whether --strict is among argv[first..] (a missed target then exits 1).
+inline bool strict(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    if (std::string(argv[i]) == "--strict") return true;
+  }
+  return false;
+}
+
 // "PASS" or "MISS".
 inline const char* verdict(bool ok) { return ok ? "PASS" : "MISS"; }
 

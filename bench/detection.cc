@@ -35,7 +35,8 @@ const char* const kDetectionHelp =
     "  SIGKILL x --kills (default 30): half with an irecv pending on the victim world, half idle.\n"
     "          detection = BrokenInfo.detected_at - time before kill(); target p99 <= 50 ms.\n"
     "  SIGSTOP x --stops (default 10), victim heartbeat timeout --stop-heartbeat-ms (500):\n"
-    "          target: every detection <= timeout + 100 ms. The stopped worker is SIGKILLed "
+    "          target: every detection <= timeout + min(timeout/5, 100 ms) (the runtime's\n"
+    "          confirmation of a suspicion) + 100 ms. The stopped worker is SIGKILLed "
     "after.\n"
     "For every fault the survivor's bytes received in [t-window, t) and [t, t+window) are\n"
     "compared (window --window-ms, default 1000); target: median after/before >= 0.97.\n"
@@ -233,7 +234,10 @@ Outcome judge(const std::vector<Fault>& faults, const Config& c, bool clean) {
   o.kill = summarize(kd);
   o.stop = summarize(sd);
   o.ratio = summarize(pick(faults, any, &Fault::ratio));
-  o.stop_limit_ms = static_cast<double>(c.stop_hb.count()) + 100.0;
+  // A suspicion of silence is confirmed for min(timeout/5, 100 ms) before a world breaks
+  // (runtime/src/core/lateness.h); 100 ms of slack beyond that.
+  o.stop_limit_ms = static_cast<double>(c.stop_hb.count()) +
+                    std::min(static_cast<double>(c.stop_hb.count()) / 5.0, 100.0) + 100.0;
   o.kill_ok = kd.empty() || o.kill.p99 <= 50.0;
   o.stop_ok = sd.empty() || o.stop.max <= o.stop_limit_ms;
   o.ratio_ok = o.ratio.n == 0 || o.ratio.median >= 0.97;
@@ -317,13 +321,6 @@ Config parseConfig(int argc, char** argv, int first, std::string& json) {
   c.seed = fl.integer("--seed", 1, 0, 1L << 62);
   json = fl.str("--json", "");
   return c;
-}
-
-bool strict(int argc, char** argv, int first) {
-  for (int i = first; i < argc; ++i) {
-    if (std::string(argv[i]) == "--strict") return true;
-  }
-  return false;
 }
 
 }  // namespace

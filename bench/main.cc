@@ -39,7 +39,10 @@ const char kUsage[] =
     "  latency      diagnostic: the distribution of single-operation times behind the\n"
     "               throughput variants (no targets).\n"
     "  overhead     diagnostic: the runtime's own cost per call in a one-member world, where\n"
-    "               no data moves (one process; no targets).\n";
+    "               no data moves (one process; no targets).\n"
+    "  starvation   busy-loop hogs oversubscribe the cores 4x while several worlds (500 ms\n"
+    "               heartbeat) stream: no world may break; then SIGSTOP of a member under the\n"
+    "               same load must be detected within timeout + 250 ms.\n";
 
 int help(const char* sub) {
   std::string s = sub;
@@ -55,6 +58,8 @@ int help(const char* sub) {
     std::fputs(mwb::kLatencyHelp, stdout);
   else if (s == "overhead")
     std::fputs(mwb::kOverheadHelp, stdout);
+  else if (s == "starvation")
+    std::fputs(mwb::kStarvationHelp, stdout);
   else
     std::fputs(kUsage, stdout);
   return 0;
@@ -89,6 +94,7 @@ int main(int argc, char** argv) {
     if (sub == "creation") return mwb::runCreation(argc, argv, 2);
     if (sub == "latency") return mwb::runLatency(argc, argv, 2);
     if (sub == "overhead") return mwb::runOverhead(argc, argv, 2);
+    if (sub == "starvation") return mwb::runStarvation(argc, argv, 2);
     throw mwb::UsageError("unknown subcommand '" + sub + "'");
   } catch (const mwb::UsageError& e) {
     std::fprintf(stderr, "mw_bench: %s\n\n%s", e.what(), kUsage);

@@ -11,6 +11,7 @@ int runDetection(int argc, char** argv, int first);
 int runCreation(int argc, char** argv, int first);
 int runLatency(int argc, char** argv, int first);   // diagnostic, no targets
 int runOverhead(int argc, char** argv, int first);  // diagnostic, no targets
+int runStarvation(int argc, char** argv, int first);
 
 extern const char* const kThroughputHelp;
 extern const char* const kTwoWorldsHelp;
@@ -18,5 +19,6 @@ extern const char* const kDetectionHelp;
 extern const char* const kCreationHelp;
 extern const char* const kLatencyHelp;
 extern const char* const kOverheadHelp;
+extern const char* const kStarvationHelp;
 
 }  // namespace mwb

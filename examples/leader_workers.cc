@@ -59,17 +59,27 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
-    if (f == "--no-kill") { a.kill = false; continue; }
+    if (f == "--no-kill") {
+      a.kill = false;
+      continue;
+    }
     if (f == "--help" || f == "-h") usage("help");
     if (i + 1 >= argc) usage("missing value for " + f);
     const char* v = argv[++i];
-    if (f == "--duration-s") a.duration_s = number(argv[i - 1], v);
-    else if (f == "--kill-at-s") a.kill_at_s = number(argv[i - 1], v);
-    else if (f == "--mib") a.mib = static_cast<size_t>(number(argv[i - 1], v));
-    else if (f == "--heartbeat-ms") a.heartbeat_ms = static_cast<int>(number(argv[i - 1], v));
-    else if (f == "--worker") a.worker = static_cast<int>(number(argv[i - 1], v));
-    else if (f == "--port") a.port = static_cast<uint16_t>(number(argv[i - 1], v));
-    else usage("unknown flag " + f);
+    if (f == "--duration-s")
+      a.duration_s = number(argv[i - 1], v);
+    else if (f == "--kill-at-s")
+      a.kill_at_s = number(argv[i - 1], v);
+    else if (f == "--mib")
+      a.mib = static_cast<size_t>(number(argv[i - 1], v));
+    else if (f == "--heartbeat-ms")
+      a.heartbeat_ms = static_cast<int>(number(argv[i - 1], v));
+    else if (f == "--worker")
+      a.worker = static_cast<int>(number(argv[i - 1], v));
+    else if (f == "--port")
+      a.port = static_cast<uint16_t>(number(argv[i - 1], v));
+    else
+      usage("unknown flag " + f);
   }
   if (a.mib == 0 || a.mib > 1024) usage("--mib must be 1..1024");
   if (a.kill && a.kill_at_s >= a.duration_s) usage("--kill-at-s must be before the end");
@@ -101,8 +111,13 @@ int runWorker(const Args& a) {
 }
 
 pid_t spawnWorker(const char* self, int n, uint16_t port, const Args& a) {
-  std::array<std::string, 8> s = {self, "--worker", std::to_string(n), "--port",
-                                  std::to_string(port), "--mib", std::to_string(a.mib),
+  std::array<std::string, 8> s = {self,
+                                  "--worker",
+                                  std::to_string(n),
+                                  "--port",
+                                  std::to_string(port),
+                                  "--mib",
+                                  std::to_string(a.mib),
                                   "--heartbeat-ms"};
   std::string hb = std::to_string(a.heartbeat_ms);
   std::vector<char*> argv;
@@ -135,12 +150,13 @@ int runLeader(const char* self, const Args& a) {
   std::vector<pid_t> workers;
   for (int n = 1; n <= 2; ++n) {
     joins.push_back(m.initWorldAsync(worldOptions(n, 0, 0, a.heartbeat_ms), mw::deadlineIn(20s)));
-    uint16_t port = 0;
-    for (int i = 0; i < 5000 && port == 0; ++i) {
-      if (auto info = m.world("world" + std::to_string(n)); info.ok()) port = info->store_port;
-      std::this_thread::sleep_for(1ms);
+    // Rank 0 hosts the world's store on a free port: the workers need to be told which.
+    auto port = m.storePort("world" + std::to_string(n), mw::deadlineIn(20s));
+    if (!port.ok()) {
+      std::fprintf(stderr, "leader: %s\n", port.status().toString().c_str());
+      return 3;
     }
-    workers.push_back(spawnWorker(self, n, port, a));
+    workers.push_back(spawnWorker(self, n, *port, a));
   }
   for (auto& j : joins) {
     if (mw::Status s = j.wait(); !s.ok()) {
@@ -210,7 +226,8 @@ int runLeader(const char* self, const Args& a) {
   while (auto e = events->next(mw::deadlineIn(0ms))) {
     if (e->kind == mw::WorldEvent::Kind::kBroken && !broken) broken = e->broken;
   }
-  const double t_before = std::chrono::duration<double>((killed_at ? *killed_at : stop) - start).count();
+  const double t_before =
+      std::chrono::duration<double>((killed_at ? *killed_at : stop) - start).count();
   const double t_after = killed_at ? std::chrono::duration<double>(stop - *killed_at).count() : 0;
   for (int i = 0; i < 2; ++i) {
     std::printf("world%d: before %.2f GB/s", i + 1, gbps(meters[i].bytes_before, t_before));
@@ -219,9 +236,9 @@ int runLeader(const char* self, const Args& a) {
   }
   if (killed_at && broken) {
     double ms = std::chrono::duration<double, std::milli>(broken->detected_at - *killed_at).count();
-    std::printf("world2: worker SIGKILLed at %.2f s, break detected after %.2f ms (%s, rank %d: %s)\n",
-                t_before, ms, mw::causeName(broken->cause), broken->peer_rank,
-                broken->detail.c_str());
+    std::printf(
+        "world2: worker SIGKILLed at %.2f s, break detected after %.2f ms (%s, rank %d: %s)\n",
+        t_before, ms, mw::causeName(broken->cause), broken->peer_rank, broken->detail.c_str());
     double before = gbps(meters[0].bytes_before, t_before);
     double after = gbps(meters[0].bytes_after, t_after);
     std::printf("world1 kept %.0f%% of its throughput through the fault\n",
@@ -232,8 +249,8 @@ int runLeader(const char* self, const Args& a) {
     kill(p, SIGKILL);
     waitpid(p, nullptr, 0);
   }
-  bool ok = !a.kill || (broken && broken->world == "world2" &&
-                        m.worlds().empty() && meters[0].bytes_after > 0);
+  bool ok = !a.kill || (broken && broken->world == "world2" && m.worlds().empty() &&
+                        meters[0].bytes_after > 0);
   return ok ? 0 : 1;
 }
 

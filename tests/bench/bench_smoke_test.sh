@@ -28,6 +28,10 @@ run overhead --calls 200 --blocks 2
 grep -q "per-call cost in a one-member world" "$work/overhead.out" || fail "overhead: no table"
 field overhead 'd["all_reduce"]["cpu_us_per_call"]["n"] == 2 and d["barrier"]["wall_us_per_call"]["median"] > 0'
 
+run starvation --seconds 1 --hogs 1 --worlds 2 --stops 1 --heartbeat-ms 300
+grep -q "false breaks" "$work/starvation.out" || fail "starvation: no table"
+field starvation 'd["worlds"] == 2 and d["sigstop_detect_ms"]["n"] == 1 and isinstance(d["false_breaks"], list)'
+
 run throughput --sizes 64K,1M --reps 2 --rep-seconds 0.02 --paired-seconds 0.01
 grep -q "^1MiB" "$work/throughput.out" || fail "throughput: no 1 MiB row"
 grep -q "^2. paired" "$work/throughput.out" || fail "throughput: no paired table"
@@ -78,5 +82,6 @@ expect_usage "--calls" overhead --calls 0
 expect_usage "--idle-reps" two-worlds --idle-reps x
 expect_usage "--bogus" throughput --bogus 1
 expect_usage "--paired-seconds" throughput --paired-seconds 0
+expect_usage "--worlds" starvation --worlds 0
 "$bench" overhead --help | grep -q "one-member world" || fail "overhead --help"
 echo "bench smoke: every subcommand ran, JSON as documented, usage errors exit 2"

@@ -139,3 +139,20 @@ TEST_CASE("a store that cannot be reached times out at the deadline", "[runtime]
   CHECK(ms < 2000);
   CHECK(m.worlds().empty());
 }
+
+TEST_CASE("storePort gives rank 0's chosen port while the world joins, and says why not",
+          "[runtime][badinput]") {
+  mw::WorldManager m0, m1;
+  CHECK(m0.storePort("none", mw::deadlineIn(1s)).status().code() == mw::Code::kNotFound);
+  auto j0 = m0.initWorldAsync(opts("port", 0, 2), mw::deadlineIn(10s));
+  auto port = m0.storePort("port", mw::deadlineIn(5s));
+  REQUIRE(port.ok());
+  CHECK(*port != 0);
+  CHECK(m0.world("port")->state == mw::WorldState::kJoining);  // known before the others join
+  REQUIRE(m1.initWorld(opts("port", 1, 2, *port), mw::deadlineIn(10s)).ok());
+  REQUIRE(j0.wait(mw::deadlineIn(10s)).ok());
+  // A member that does not host the store has none to give (it was told the port).
+  auto other = m1.storePort("port", mw::deadlineIn(1s));
+  REQUIRE(other.ok());
+  CHECK(other.value() == port.value());
+}

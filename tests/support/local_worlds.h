@@ -45,13 +45,8 @@ class LocalWorld {
 
   // The port rank 0's store listens on, once it is known (0 when rank 0 failed to start it).
   static uint16_t waitForPort(WorldManager& m, const std::string& name) {
-    for (int i = 0; i < 5000; ++i) {
-      auto info = m.world(name);
-      if (info.ok() && info->store_port != 0) return info->store_port;
-      if (!info.ok() && i > 10) return 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return 0;
+    auto port = m.storePort(name, deadlineIn(std::chrono::seconds(5)));
+    return port.ok() ? *port : 0;
   }
 
   // Runs fn(rank) on one thread per member and joins them.

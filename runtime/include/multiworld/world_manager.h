@@ -134,8 +134,14 @@ class WorldManager {
 
   // Every world not yet removed, in name order.
   std::vector<WorldInfo> worlds() const;
-  // One world; kNotFound for an unknown name.
+  // One world; kNotFound for an unknown name. A joining world's store_port is set as soon as its
+  // store is bound (rank 0 hosting on port 0 picks a free port), before the other members join.
   Result<WorldInfo> world(const std::string& name) const;
+  // The port of world `name`'s store, waiting until it is known: what rank 0, after
+  // initWorldAsync with store.port 0, tells the other members. Errors: kNotFound for an unknown
+  // name, kInvalidUsage when the world is no longer joining and has none (its initialization
+  // failed first), kTimeout at `deadline`.
+  Result<uint16_t> storePort(const std::string& name, Deadline deadline) const;
 
   // A new event queue.
   std::shared_ptr<Subscription> subscribe();

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <csignal>
 #include <mutex>
+#include <thread>
 
 #include "core/manager_impl.h"
 #include "core/thread_name.h"
@@ -15,8 +16,10 @@ namespace mw {
 
 const char* backendName(BackendKind b) {
   switch (b) {
-    case BackendKind::kGloo: return "gloo";
-    case BackendKind::kNccl: return "nccl";
+    case BackendKind::kGloo:
+      return "gloo";
+    case BackendKind::kNccl:
+      return "nccl";
   }
   return "unknown";
 }
@@ -29,19 +32,26 @@ Result<BackendKind> parseBackend(const std::string& name) {
 
 const char* worldStateName(WorldState s) {
   switch (s) {
-    case WorldState::kJoining: return "joining";
-    case WorldState::kHealthy: return "healthy";
-    case WorldState::kBroken: return "broken";
-    case WorldState::kRemoved: return "removed";
+    case WorldState::kJoining:
+      return "joining";
+    case WorldState::kHealthy:
+      return "healthy";
+    case WorldState::kBroken:
+      return "broken";
+    case WorldState::kRemoved:
+      return "removed";
   }
   return "unknown";
 }
 
 const char* eventKindName(WorldEvent::Kind k) {
   switch (k) {
-    case WorldEvent::Kind::kCreated: return "created";
-    case WorldEvent::Kind::kBroken: return "broken";
-    case WorldEvent::Kind::kRemoved: return "removed";
+    case WorldEvent::Kind::kCreated:
+      return "created";
+    case WorldEvent::Kind::kBroken:
+      return "broken";
+    case WorldEvent::Kind::kRemoved:
+      return "removed";
   }
   return "unknown";
 }
@@ -98,7 +108,8 @@ Status validate(const WorldOptions& o) {
     return invalid(w + "op_timeout " + std::to_string(o.op_timeout.count()) +
                    " ms must be positive");
   }
-  if (o.executor_grace < std::chrono::microseconds(0) || o.executor_grace > std::chrono::seconds(10)) {
+  if (o.executor_grace < std::chrono::microseconds(0) ||
+      o.executor_grace > std::chrono::seconds(10)) {
     return invalid(w + "executor_grace " + std::to_string(o.executor_grace.count()) +
                    " us must be between 0 and 10 s");
   }
@@ -278,6 +289,24 @@ Result<WorldInfo> WorldManager::world(const std::string& name) const {
   auto w = impl_->find(name);
   if (!w) return Status(Code::kNotFound, "no world named '" + name + "'");
   return w->info();
+}
+
+Result<uint16_t> WorldManager::storePort(const std::string& name, Deadline deadline) const {
+  // The port is set by the join thread a moment after initWorldAsync returns; a short poll is
+  // the whole cost (callers do this once per world, before starting its other members).
+  for (;;) {
+    auto w = impl_->find(name);
+    if (!w) return Status(Code::kNotFound, "no world named '" + name + "'");
+    if (uint16_t port = w->info().store_port; port != 0) return port;
+    if (w->state() != WorldState::kJoining) {
+      return Status(Code::kInvalidUsage, "world '" + name + "' has no store port: its " +
+                                             "initialization failed before the store was bound");
+    }
+    if (Clock::now() >= deadline) {
+      return Status(Code::kTimeout, "world '" + name + "': no store port before the deadline");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 std::shared_ptr<Subscription> WorldManager::subscribe() {
