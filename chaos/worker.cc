@@ -11,6 +11,7 @@
 // "add <world>" (joins a world of its configuration that is not joined).
 //
 // Usage: mw_worker --config '<json>' (see harness/orchestrator.cc, which writes it).
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -65,11 +66,13 @@ std::string oneLine(std::string s) {
 // A tensor's memory: host memory, or device memory for a cuda world.
 class Buffer {
  public:
-  Buffer(size_t bytes, mw::Device device) : host_(device.kind == mw::Device::Kind::kCpu ? bytes : 0, 1) {
+  Buffer(size_t bytes, mw::Device device)
+      : host_(device.kind == mw::Device::Kind::kCpu ? bytes : 0, 1) {
     if (device.kind == mw::Device::Kind::kCpu) return;
 #if MW_CONFIG_WITH_NCCL
     cudaSetDevice(device.index);
-    if (cudaMalloc(&device_, bytes) != cudaSuccess) fatal("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
+    if (cudaMalloc(&device_, bytes) != cudaSuccess)
+      fatal("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
     cudaMemset(device_, 1, bytes);
 #else
     fatal("this worker was built without CUDA; it cannot allocate on " + device.str());
@@ -194,8 +197,7 @@ class Worker {
       });
     }
     std::thread reporter([this] { reportLoop(); });
-    std::thread commands([this] { commandLoop(); });
-    commands.detach();  // blocked in read(); the process exits under it
+    std::jthread commands([this] { commandLoop(); });  // ends once stopping (polls stdin)
     while (!stopping.load()) std::this_thread::sleep_for(10ms);
     // Operations in flight get a moment to finish; one that is stuck (a world that no longer moves
     // data but has not broken yet) is aborted by removing its world, rather than holding the stop
@@ -214,6 +216,7 @@ class Worker {
     for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
     reporter.join();
     watcher.join();
+    commands.join();
     return 0;
   }
 
@@ -221,7 +224,11 @@ class Worker {
   void commandLoop() {
     char buf[4096];
     std::string pending;
-    for (;;) {
+    while (!stopping.load()) {
+      // Polled with a timeout, so that the thread sees a stop that came another way (a signal)
+      // and can be joined.
+      pollfd p{0, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
       ssize_t n = ::read(0, buf, sizeof(buf));
       if (n <= 0) break;
       pending.append(buf, static_cast<size_t>(n));
@@ -259,8 +266,7 @@ class Worker {
 
   // (Re)joins a world, retrying until it is healthy, the worker stops or `until` passes.
   // A machine that cannot run the world (no GPU, ...) ends the worker: "error unavailable: ...".
-  bool joinUntilStopped(const mw::WorldOptions& o,
-                        mw::Deadline until = mw::Deadline::max()) {
+  bool joinUntilStopped(const mw::WorldOptions& o, mw::Deadline until = mw::Deadline::max()) {
     while (!stopping.load() && mw::Clock::now() < until) {
       mw::Status s = manager_.initWorld(o, std::min(until, mw::deadlineIn(2s)));
       if (s.ok()) return true;
@@ -362,8 +368,9 @@ class Worker {
         fatal("unknown traffic pattern '" + t.pattern + "'");
       }
       if (s.ok()) {
-        win.add(moved, std::chrono::duration_cast<std::chrono::nanoseconds>(mw::Clock::now() - t0)
-                           .count());
+        win.add(
+            moved,
+            std::chrono::duration_cast<std::chrono::nanoseconds>(mw::Clock::now() - t0).count());
       }
       if (period.count() > 0) {
         slot += period;
@@ -407,8 +414,8 @@ int main(int argc, char** argv) {
   json conf;
   try {
     conf = json::parse(argv[2]);
-    static Worker* w = new Worker(conf);  // not destroyed: its stdin reader may still be blocked
-    int rc = w->run();
+    Worker w(conf);
+    int rc = w.run();
     std::fflush(stdout);
     std::_Exit(rc);
   } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "store/member_link.h"
 #include "store/socket.h"
 #include "store/wire.h"
 #include "support/util.h"

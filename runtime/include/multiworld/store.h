@@ -9,12 +9,12 @@
 // bytes; the payload starts with a `u8` message type. Strings are `u32 length` + bytes. See
 // docs/store-protocol.md.
 //
-// Membership: a member of the world opens a MemberLink to the server. The server pings every link
-// every heartbeat_timeout/10 and expects a heartbeat from each member at least every
-// heartbeat_timeout. When a member's link closes (process death) or goes silent, or a member
-// reports that the world broke, the server sends a MemberNotice to every other member link and
-// records the key "mw/broken". A member that stops hearing from the server for heartbeat_timeout
-// treats the store (rank 0) as lost.
+// Membership: a member of the world opens a member link to the server (runtime-internal). The
+// server pings every link every heartbeat_timeout/10 and expects a heartbeat from each member at
+// least every heartbeat_timeout. When a member's link closes (process death) or goes silent, or a
+// member reports that the world broke, the server sends a MemberNotice to every other member link
+// and records the key "mw/broken". A member that stops hearing from the server for
+// heartbeat_timeout treats the store (rank 0) as lost.
 #pragma once
 
 #include <chrono>
@@ -98,46 +98,6 @@ class StoreClient {
                                          Deadline deadline) = 0;
   // Deletes `key`; returns whether it existed.
   virtual Result<bool> remove(const std::string& key, Deadline deadline) = 0;
-};
-
-// What a server tells a member about another member.
-struct MemberNotice {
-  int rank = -1;               // the member concerned
-  Cause cause = Cause::kNone;  // kPeerDied, kPeerSilent, kRemoteBroken or kPeerLeft
-  std::string detail;
-};
-
-// A member's liveness link to its world's store. Non-blocking after join; designed to be driven by
-// one watchdog thread that polls fd(). Thread rules: one thread at a time.
-class MemberLink {
- public:
-  // Connects (retrying refused connections until `deadline`), presents `token`, and joins world
-  // `world` of `size` members as `rank`. The server refuses, with kInvalidArgument naming both
-  // values, a different world name or size, a rank outside [0, size), a rank already joined, or a
-  // `heartbeat_timeout` other than the server's (0 takes the server's).
-  static Result<std::unique_ptr<MemberLink>> join(
-      const StoreAddress& address, const std::string& token, const std::string& world, int size,
-      int rank, Deadline deadline,
-      std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(0));
-  virtual ~MemberLink() = default;
-
-  // The socket to poll for POLLIN.
-  virtual int fd() const = 0;
-  // How often the member should heartbeat, and the silence after which each side gives up.
-  virtual std::chrono::milliseconds heartbeatInterval() const = 0;
-  virtual std::chrono::milliseconds heartbeatTimeout() const = 0;
-  // Sends one heartbeat without blocking. kIoError when the link is closed.
-  virtual Status sendHeartbeat() = 0;
-  // Tells the server that this member saw the world break. Best effort, never blocks.
-  virtual Status reportBroken(Cause cause, const std::string& detail) = 0;
-  // Tells the server that this member leaves the world: the others are told kPeerLeft, not
-  // kPeerDied, when the link then closes. Best effort, never blocks; call just before closing.
-  virtual Status leave() = 0;
-  // Reads what has arrived without blocking and returns the notices in it. Returns kIoError once
-  // the server closed the link (rank 0 died or stopped the store) or sent a malformed frame.
-  virtual Result<std::vector<MemberNotice>> readNotices() = 0;
-  // Monotonic time of the last frame received from the server (join counts).
-  virtual Clock::time_point lastHeard() const = 0;
 };
 
 }  // namespace mw

@@ -25,13 +25,13 @@ namespace mw {
 
 namespace detail {
 struct WorkState;
-}
+struct WorkAccess;  // the library's own access to a Work's state (not part of the API)
+}  // namespace detail
 
 class Work {
  public:
   // An empty handle; wait() and status() return kInvalidUsage.
   Work() = default;
-  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
   // A Work that is already complete with `status` (used for arguments rejected up front).
   static Work done(const std::string& world, Status status);
@@ -52,9 +52,12 @@ class Work {
   const std::string& world() const;
 
   bool valid() const { return state_ != nullptr; }
-  const std::shared_ptr<detail::WorkState>& state() const { return state_; }
+  // Whether two handles refer to the same operation (copies share it).
+  bool sameAs(const Work& other) const { return state_ == other.state_; }
 
  private:
+  friend struct detail::WorkAccess;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
   std::shared_ptr<detail::WorkState> state_;
 };
 

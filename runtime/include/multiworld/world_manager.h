@@ -25,6 +25,10 @@
 
 namespace mw {
 
+namespace detail {
+struct ManagerAccess;
+}
+
 // gloo: CPU tensors over TCP. nccl: CUDA tensors of one GPU (the world's device), in a library
 // built with the NCCL backend (multiworld/config.h: MW_CONFIG_WITH_NCCL).
 enum class BackendKind : uint8_t { kGloo = 0, kNccl = 1 };
@@ -146,11 +150,9 @@ class WorldManager {
   // A new event queue.
   std::shared_ptr<Subscription> subscribe();
 
-  struct Impl;
-  // For the Communicator. Not part of the stable API.
-  Impl& impl() { return *impl_; }
-
  private:
+  struct Impl;
+  friend struct detail::ManagerAccess;  // the Communicator's way to the worlds (not the API)
   std::unique_ptr<Impl> impl_;
 };
 

@@ -147,14 +147,14 @@ Status validate(const OpRequest& op, const Checker& c) {
 }
 
 Work submit(WorldManager& m, const std::string& world, OpRequest op, bool caller_waits = false) {
-  auto w = m.impl().find(world);
+  auto w = detail::ManagerAccess::impl(m).find(world);
   if (!w) return Work::done(world, Status(Code::kNotFound, "no world named '" + world + "'"));
   if (w->state() != WorldState::kHealthy) return Work::done(world, w->notHealthyStatus());
   Status s = validate(op, Checker(*w, op.kind));
   if (!s.ok()) return Work::done(world, s);
   op.deadline = deadlineIn(w->options().op_timeout);
   op.work = std::make_shared<detail::WorkState>(world);
-  Work handle(op.work);
+  Work handle = detail::WorkAccess::make(op.work);
   w->submit(std::move(op), caller_waits);
   return handle;
 }

@@ -1,13 +1,13 @@
 // WorldManager::Impl: the registry of worlds, the watchdog and the event queues.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <atomic>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -52,18 +52,27 @@ struct WorldManager::Impl final : detail::WorldSink {
   void release(const std::shared_ptr<detail::World>& world);
 
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<detail::World>> worlds_;   // GUARDED_BY(mu_)
-  std::map<std::string, uint64_t> generations_;                     // GUARDED_BY(mu_)
-  std::vector<std::weak_ptr<detail::SubscriptionImpl>> subs_;       // GUARDED_BY(subs_mu_)
+  std::map<std::string, std::shared_ptr<detail::World>> worlds_;  // GUARDED_BY(mu_)
+  std::map<std::string, uint64_t> generations_;                   // GUARDED_BY(mu_)
+  std::vector<std::weak_ptr<detail::SubscriptionImpl>> subs_;     // GUARDED_BY(subs_mu_)
   std::mutex subs_mu_;
-  std::set<std::string> removing_;                                  // GUARDED_BY(mu_)
+  std::set<std::string> removing_;  // GUARDED_BY(mu_)
   struct AsyncInit {
     std::shared_ptr<std::atomic<bool>> done;
     std::jthread thread;
   };
   std::mutex async_mu_;
-  std::vector<AsyncInit> async_;                                    // GUARDED_BY(async_mu_)
+  std::vector<AsyncInit> async_;  // GUARDED_BY(async_mu_)
   std::unique_ptr<detail::Watchdog> watchdog_;
 };
+
+namespace detail {
+
+// The Communicator's access to a manager's worlds.
+struct ManagerAccess {
+  static WorldManager::Impl& impl(WorldManager& m) { return *m.impl_; }
+};
+
+}  // namespace detail
 
 }  // namespace mw

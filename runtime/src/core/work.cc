@@ -46,7 +46,7 @@ const std::string kNoWorld;
 Work Work::done(const std::string& world, Status status) {
   auto state = std::make_shared<detail::WorkState>(world);
   state->complete(std::move(status));
-  return Work(std::move(state));
+  return detail::WorkAccess::make(std::move(state));
 }
 
 Status Work::wait(Deadline deadline) const {
@@ -89,7 +89,7 @@ std::optional<size_t> firstDone(std::span<const Work> works) {
 
 void setWaiter(std::span<const Work> works, detail::AnyWaiter* waiter, bool add) {
   for (const Work& w : works) {
-    auto& st = *w.state();
+    auto& st = *detail::WorkAccess::state(w);
     std::lock_guard lock(st.mu);
     auto& v = st.any_waiters;
     if (add) {
@@ -109,7 +109,7 @@ Result<size_t> waitAny(std::span<const Work> works, Deadline deadline) {
       return Status(Code::kInvalidArgument, "waitAny: work " + std::to_string(i) + " is empty");
     }
   }
-  for (const Work& w : works) w.state()->expediteOnce();
+  for (const Work& w : works) detail::WorkAccess::state(w)->expediteOnce();
   detail::AnyWaiter waiter;
   setWaiter(works, &waiter, true);
   // A work that completed before registration never fires the waiter: look once more first.

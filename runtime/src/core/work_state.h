@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "multiworld/status.h"
+#include "multiworld/work.h"
 
 namespace mw::detail {
 
@@ -55,6 +56,12 @@ struct WorkState {
   bool done = false;                    // GUARDED_BY(mu)
   Status status;                        // GUARDED_BY(mu)
   std::vector<AnyWaiter*> any_waiters;  // GUARDED_BY(mu)
+};
+
+// The library's access to what a Work hides from its users.
+struct WorkAccess {
+  static Work make(std::shared_ptr<WorkState> state) { return Work(std::move(state)); }
+  static const std::shared_ptr<WorkState>& state(const Work& w) { return w.state_; }
 };
 
 }  // namespace mw::detail

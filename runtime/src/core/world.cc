@@ -6,8 +6,7 @@
 
 #include <algorithm>
 
-#include "gloo/gloo_backend.h"
-#include "nccl/nccl_backend.h"
+#include "backend_factory.h"
 
 namespace mw::detail {
 
@@ -38,10 +37,8 @@ World::~World() { teardown(); }
 Status World::connect(Deadline deadline, const std::function<void()>& linked) {
   const auto& o = options_;
   // Before anything is started: a GPU world on a machine that cannot run it fails at once.
-  if (o.backend == BackendKind::kNccl) {
-    if (Status s = checkCudaDevice(o.device.index); !s.ok()) {
-      return Status(s.code(), "world '" + o.name + "': " + s.message());
-    }
+  if (Status s = checkBackendAvailable(o); !s.ok()) {
+    return Status(s.code(), "world '" + o.name + "': " + s.message());
   }
   StoreAddress addr = o.store;
   if (o.rank == 0 && o.host_store) {
@@ -74,13 +71,8 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
     endDrain();
     return notHealthyStatus();  // the first cause wins, whichever thread saw it
   };
-  Result<std::shared_ptr<Backend>> backend =
-      o.backend == BackendKind::kNccl
-          ? createNcclBackend(NcclConfig{o.name, o.rank, o.size, o.device.index}, *client_,
-                              std::move(on_error), deadline)
-          : createGlooBackend(GlooConfig{o.name, o.rank, o.size,
-                                         localAddress(link_->fd(), o.store.host), o.executor_grace},
-                              *client_, std::move(on_error), deadline);
+  Result<std::shared_ptr<Backend>> backend = createBackend(
+      o, localAddress(link_->fd(), o.store.host), *client_, std::move(on_error), deadline);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
   return Status::Ok();

@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "multiworld/store.h"
+#include "store/member_link.h"
 #include "multiworld/world_manager.h"
 
 namespace mw::detail {

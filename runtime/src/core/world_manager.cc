@@ -217,7 +217,7 @@ Work WorldManager::Impl::initAsync(const WorldOptions& options, Deadline deadlin
                       state->complete(join(world, deadline));
                       done->store(true);
                     })});
-  return Work(state);
+  return detail::WorkAccess::make(state);
 }
 
 Status WorldManager::Impl::remove(const std::string& name) {

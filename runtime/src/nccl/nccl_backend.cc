@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_name.h"
 #include "nccl/nccl_loader.h"
 
 namespace mw::detail {
@@ -37,15 +38,24 @@ std::string cudaText(cudaError_t e) {
 
 const char* ncclName(ncclResult_t r) {
   switch (r) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "ncclResult";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult";
   }
 }
 
@@ -56,23 +66,34 @@ std::string ncclText(ncclResult_t r) {
 
 ncclDataType_t ncclType(DType t) {
   switch (t) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kBFloat16: return ncclBfloat16;
-    case DType::kUInt8: return ncclUint8;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kUInt8:
+      return ncclUint8;
   }
   return ncclUint8;
 }
 
 ncclRedOp_t ncclOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kProd: return ncclProd;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kProd:
+      return ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
   }
   return ncclSum;
 }
@@ -85,12 +106,23 @@ std::mutex& launchMutex(int device) {
 
 // One thread per process aborts communicators. Those handed over within a millisecond of each
 // other (a process's worlds broken by one fault) are aborted inside one NCCL group (NCCL >= 2.22),
-// so that no abort waits on a kernel of another communicator that is itself being aborted.
+// so that no abort waits on a kernel of another communicator that is itself being aborted. The
+// thread is owned by the process's one Aborter (made at the first NCCL world), which stops and
+// joins it at exit, after the aborts handed to it (NCCL is opened with dlopen and never closed, so
+// it is still there then).
 class Aborter {
  public:
   static Aborter& instance() {
-    static Aborter* a = new Aborter();  // never destroyed: its thread may outlive static teardown
-    return *a;
+    static Aborter a;
+    return a;
+  }
+  ~Aborter() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
   }
 
   // Aborts `comm` and returns NCCL's result once it is done.
@@ -116,13 +148,15 @@ class Aborter {
     bool done = false;
   };
 
-  Aborter() { std::thread([this] { loop(); }).detach(); }
+  Aborter() : thread_([this] { loop(); }) {}
 
   void loop() {
+    nameThisThread("mw-nccl-abort");
     for (;;) {
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return !pending_.empty(); });
+        cv_.wait(lock, [&] { return !pending_.empty() || stopping_; });
+        if (pending_.empty()) return;  // stopping, and nothing left to abort
       }
       std::this_thread::sleep_for(1ms);  // let the others that broke with it arrive
       std::vector<std::shared_ptr<Request>> batch;
@@ -153,6 +187,8 @@ class Aborter {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Request>> pending_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  std::thread thread_;                            // last: starts once the above exist
 };
 
 struct Failure {
@@ -240,9 +276,9 @@ class NcclBackend final : public Backend {
 
   const NcclConfig cfg_;
   const NcclApi& api_ = ncclApi();  // loaded before any backend is built
-  ncclComm_t comm_;       // executor thread only, until it has aborted it
+  ncclComm_t comm_;                 // executor thread only, until it has aborted it
   cudaStream_t stream_;
-  int* scratch_;          // one int on the device, for barrier
+  int* scratch_;  // one int on the device, for barrier
   BackendErrorHandler on_error_;
   const OpFailPoints failpoints_;
   std::optional<Injection> async_injection_;  // executor thread only
@@ -295,10 +331,9 @@ void NcclBackend::run() {
     if (next) {
       cudaEvent_t done = takeEvent();
       std::optional<Failure> f =
-          done == nullptr
-              ? std::optional<Failure>(Failure{Cause::kBackendError, -1,
-                                               "cudaEventCreateWithFlags failed"})
-              : launch(*next, done);
+          done == nullptr ? std::optional<Failure>(Failure{Cause::kBackendError, -1,
+                                                           "cudaEventCreateWithFlags failed"})
+                          : launch(*next, done);
       // A failed launch may have left part of its work on the stream: it is drained with the rest.
       inflight.push_back({std::move(*next), done});
       if (f) {
@@ -366,7 +401,8 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
   }
   if (r != ncclSuccess) return ncclFailure(what, r);
   if (cudaError_t e = api_.cudaEventRecord(done, stream_); e != cudaSuccess) {
-    return Failure{Cause::kBackendError, -1, std::string(what) + ": cudaEventRecord: " + cudaText(e)};
+    return Failure{Cause::kBackendError, -1,
+                   std::string(what) + ": cudaEventRecord: " + cudaText(e)};
   }
   if (injected) async_injection_ = injected;  // failinfo 1: surfaces at the next poll
   return std::nullopt;
@@ -387,20 +423,26 @@ ncclResult_t NcclBackend::enqueue(const OpRequest& op) {
   const size_t n = op.in.count;
   const ncclDataType_t dt = ncclType(op.in.dtype);
   switch (op.kind) {
-    case OpKind::kSend: return api_.ncclSend(d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kRecv: return api_.ncclRecv(d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kBroadcast: return api_.ncclBroadcast(d, d, n, dt, op.peer, comm_, stream_);
+    case OpKind::kSend:
+      return api_.ncclSend(d, n, dt, op.peer, comm_, stream_);
+    case OpKind::kRecv:
+      return api_.ncclRecv(d, n, dt, op.peer, comm_, stream_);
+    case OpKind::kBroadcast:
+      return api_.ncclBroadcast(d, d, n, dt, op.peer, comm_, stream_);
     case OpKind::kAllReduce:
       return api_.ncclAllReduce(d, d, n, dt, ncclOp(op.reduce), comm_, stream_);
     case OpKind::kReduce:
       return api_.ncclReduce(d, d, n, dt, ncclOp(op.reduce), op.peer, comm_, stream_);
-    case OpKind::kAllGather: return api_.ncclAllGather(d, op.out.data, n, dt, comm_, stream_);
+    case OpKind::kAllGather:
+      return api_.ncclAllGather(d, op.out.data, n, dt, comm_, stream_);
     case OpKind::kReduceScatter:
       return api_.ncclReduceScatter(d, op.out.data, op.out.count, dt, ncclOp(op.reduce), comm_,
                                     stream_);
     case OpKind::kGather:
-    case OpKind::kScatter: return rooted(op);
-    case OpKind::kAllToAll: return allToAll(op);
+    case OpKind::kScatter:
+      return rooted(op);
+    case OpKind::kAllToAll:
+      return allToAll(op);
     case OpKind::kBarrier:
       return api_.ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
   }
@@ -468,8 +510,7 @@ std::optional<Failure> NcclBackend::asyncFailure() {
   if (async_injection_) {
     Injection inj = *async_injection_;
     async_injection_.reset();
-    return ncclFailure("asynchronous error", static_cast<ncclResult_t>(inj.failnum),
-                       inj.suffix());
+    return ncclFailure("asynchronous error", static_cast<ncclResult_t>(inj.failnum), inj.suffix());
   }
   ncclResult_t async = ncclSuccess;
   if (ncclResult_t r = api_.ncclCommGetAsyncError(comm_, &async); r != ncclSuccess) async = r;
@@ -490,7 +531,7 @@ Failure NcclBackend::ncclFailure(const char* what, ncclResult_t r, const std::st
 
 void NcclBackend::fail(const Failure& f) {
   Status s = on_error_(f.cause, f.peer, f.detail);  // breaks the world, which aborts us
-  abort(s);  // in case the world was already on its way out
+  abort(s);                                         // in case the world was already on its way out
 }
 
 void NcclBackend::drain(std::deque<InFlight>& inflight) {
@@ -514,16 +555,16 @@ void NcclBackend::drain(std::deque<InFlight>& inflight) {
 Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
                                       BackendErrorHandler on_error, Deadline deadline) {
   const std::string where = "world '" + cfg.world + "' (nccl, rank " + std::to_string(cfg.rank) +
-                            " of " + std::to_string(cfg.size) + ", cuda:" +
-                            std::to_string(cfg.device) + ")";
+                            " of " + std::to_string(cfg.size) +
+                            ", cuda:" + std::to_string(cfg.device) + ")";
   OpFailPoints failpoints("nccl", cfg.world);
   if (cudaError_t e = ncclApi().cudaSetDevice(cfg.device); e != cudaSuccess) {
     return Status(Code::kUnavailable, where + ": cudaSetDevice: " + cudaText(e));
   }
   if (auto injected = failpoints.init().check()) {
-    return Status(Code::kBackendError,
-                  where + ": ncclCommInitRankConfig: " +
-                      ncclText(static_cast<ncclResult_t>(injected->failnum)) + injected->suffix());
+    return Status(Code::kBackendError, where + ": ncclCommInitRankConfig: " +
+                                           ncclText(static_cast<ncclResult_t>(injected->failnum)) +
+                                           injected->suffix());
   }
   ncclUniqueId id{};
   const std::string key = "nccl/id";
@@ -598,8 +639,8 @@ Status checkCudaDevice(int index) {
     std::string why = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
                           ? ": this machine has no usable NVIDIA driver or GPU"
                           : "";
-    return Status(Code::kUnavailable, dev + " cannot be used: cudaGetDeviceCount: " +
-                                          cudaText(e) + why + seen);
+    return Status(Code::kUnavailable,
+                  dev + " cannot be used: cudaGetDeviceCount: " + cudaText(e) + why + seen);
   }
   if (index < 0 || index >= count) {
     return Status(Code::kUnavailable, dev + " does not exist: this process sees " +

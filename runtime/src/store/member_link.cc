@@ -8,6 +8,7 @@
 
 #include "core/failpoint.h"
 #include "multiworld/store.h"
+#include "store/member_link.h"
 #include "store/socket.h"
 #include "store/wire.h"
 

@@ -1,0 +1,55 @@
+// MemberLink: a member's liveness link to its world's store (internal to the runtime; the
+// membership protocol is in docs/store-protocol.md).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "multiworld/status.h"
+#include "multiworld/store.h"
+
+namespace mw {
+
+// What a server tells a member about another member.
+struct MemberNotice {
+  int rank = -1;               // the member concerned
+  Cause cause = Cause::kNone;  // kPeerDied, kPeerSilent, kRemoteBroken or kPeerLeft
+  std::string detail;
+};
+
+// A member's liveness link to its world's store. Non-blocking after join; designed to be driven by
+// one watchdog thread that polls fd(). Thread rules: one thread at a time.
+class MemberLink {
+ public:
+  // Connects (retrying refused connections until `deadline`), presents `token`, and joins world
+  // `world` of `size` members as `rank`. The server refuses, with kInvalidArgument naming both
+  // values, a different world name or size, a rank outside [0, size), a rank already joined, or a
+  // `heartbeat_timeout` other than the server's (0 takes the server's).
+  static Result<std::unique_ptr<MemberLink>> join(
+      const StoreAddress& address, const std::string& token, const std::string& world, int size,
+      int rank, Deadline deadline,
+      std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(0));
+  virtual ~MemberLink() = default;
+
+  // The socket to poll for POLLIN.
+  virtual int fd() const = 0;
+  // How often the member should heartbeat, and the silence after which each side gives up.
+  virtual std::chrono::milliseconds heartbeatInterval() const = 0;
+  virtual std::chrono::milliseconds heartbeatTimeout() const = 0;
+  // Sends one heartbeat without blocking. kIoError when the link is closed.
+  virtual Status sendHeartbeat() = 0;
+  // Tells the server that this member saw the world break. Best effort, never blocks.
+  virtual Status reportBroken(Cause cause, const std::string& detail) = 0;
+  // Tells the server that this member leaves the world: the others are told kPeerLeft, not
+  // kPeerDied, when the link then closes. Best effort, never blocks; call just before closing.
+  virtual Status leave() = 0;
+  // Reads what has arrived without blocking and returns the notices in it. Returns kIoError once
+  // the server closed the link (rank 0 died or stopped the store) or sent a malformed frame.
+  virtual Result<std::vector<MemberNotice>> readNotices() = 0;
+  // Monotonic time of the last frame received from the server (join counts).
+  virtual Clock::time_point lastHeard() const = 0;
+};
+
+}  // namespace mw
