@@ -156,3 +156,62 @@ TEST_CASE("storePort gives rank 0's chosen port while the world joins, and says 
   REQUIRE(other.ok());
   CHECK(other.value() == port.value());
 }
+
+TEST_CASE("reduce ops outside the enum and sizes that overflow are refused",
+          "[runtime][badinput]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(opts("solo", 0, 1), mw::deadlineIn(10s)).ok());
+  uint8_t v = 1;
+  auto t = mw::Tensor::cpu(&v, 1);
+  for (auto op : {mw::ReduceOp{4}, mw::ReduceOp{200}}) {
+    auto s = c.allReduce("solo", t, op).wait(mw::deadlineIn(5s));
+    CHECK(s.code() == mw::Code::kInvalidArgument);
+    CHECK_THAT(s.message(), Contains("is not one of sum, prod, min, max"));
+    CHECK(c.reduce("solo", t, 0, op).wait(mw::deadlineIn(5s)).code() == mw::Code::kInvalidArgument);
+  }
+  CHECK(v == 1);  // nothing ran
+  // count near SIZE_MAX / 4: count * 4 would wrap to a tiny byte size.
+  float f = 0;
+  mw::Tensor huge{&f, mw::DType::kFloat32, SIZE_MAX / 4 + 2, mw::Device::cpu()};
+  auto s = c.allReduce("solo", huge).wait(mw::deadlineIn(5s));
+  CHECK(s.code() == mw::Code::kInvalidArgument);
+  CHECK_THAT(s.message(), Contains("bytes"));
+  mw::Tensor one{&f, mw::DType::kFloat32, 1, mw::Device::cpu()};
+  CHECK(c.allGather("solo", huge, one).wait(mw::deadlineIn(5s)).code() ==
+        mw::Code::kInvalidArgument);
+}
+
+TEST_CASE("deadlines saturate: Deadline::max() never comes, Deadline::min() has passed",
+          "[runtime][badinput]") {
+  CHECK(mw::deadlineIn(mw::Clock::duration::max()) == mw::Deadline::max());
+  CHECK(mw::deadlineIn(mw::Clock::duration::min()) < mw::Clock::now());
+  CHECK(mw::timeUntil(mw::Deadline::min()) < mw::Clock::duration::zero());
+  CHECK(mw::timeUntil(mw::Deadline::max()) > std::chrono::hours(24 * 365));
+  CHECK(mw::remaining(mw::Deadline::min()).count() == 0);
+  CHECK(mw::remaining(mw::Deadline::max()) > std::chrono::hours(24 * 365));
+
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  auto o = opts("dl", 0, 1);
+  o.op_timeout = std::chrono::hours(24 * 31);
+  CHECK(m.initWorld(o, mw::Deadline::max()).code() == mw::Code::kInvalidArgument);
+  o.op_timeout = std::chrono::hours(24 * 30);  // the longest accepted
+  REQUIRE(m.initWorld(o, mw::Deadline::max()).ok());
+  float x = 1;
+  CHECK(c.allReduce("dl", mw::Tensor::cpu(&x, 1)).wait(mw::Deadline::max()).ok());
+  CHECK(c.barrier("dl").wait(mw::Deadline::min()).code() != mw::Code::kInvalidArgument);
+
+  // The store: a key that exists is read whatever the deadline; a missing one times out at once
+  // with Deadline::min(), and a wait for it with Deadline::max() ends when it is set.
+  mw::StoreServerOptions so;
+  auto server = mw::StoreServer::start(so);
+  REQUIRE(server.ok());
+  auto client = mw::StoreClient::connect({"127.0.0.1", (*server)->port()}, "", mw::Deadline::max());
+  REQUIRE(client.ok());
+  REQUIRE((*client)->set("k", "v", mw::Deadline::max()).ok());
+  CHECK((*client)->get("k", mw::Deadline::max()).value() == "v");
+  auto t0 = mw::Clock::now();
+  CHECK((*client)->get("missing", mw::Deadline::min()).status().code() == mw::Code::kTimeout);
+  CHECK(mw::Clock::now() - t0 < 5s);
+}

@@ -505,3 +505,21 @@ TEST_CASE("16-bit floats convert and round to nearest even", "[runtime][tensor]"
   auto hprod = reduced<uint16_t>({h(0.1f)}, {h(3)}, ReduceOp::kProd, DType::kFloat16);
   CHECK(hprod[0] == h(mw::detail::halfToFloat(h(0.1f)) * 3.0f));
 }
+
+TEST_CASE("fromDLPack refuses shapes whose size overflows", "[runtime][tensor][badinput]") {
+  alignas(8) float buf[4] = {};
+  // {2^62, 4} float32: 2^64 elements would wrap to 0 (and the bytes to 0) unchecked.
+  Managed m(buf, dl(kDLFloat, 32), {int64_t{1} << 62, 4});
+  auto t = mw::fromDLPack(&m.m);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().code() == mw::Code::kInvalidArgument);
+  CHECK_THAT(t.status().message(), Catch::Contains("overflows"));
+  // Fits in size_t as elements, but not as bytes.
+  Managed big(buf, dl(kDLFloat, 64), {int64_t{1} << 61});
+  CHECK(mw::fromDLPack(&big.m).status().code() == mw::Code::kInvalidArgument);
+  // A zero dimension is an empty tensor, whatever the others.
+  Managed empty(buf, dl(kDLFloat, 32), {0, int64_t{1} << 62});
+  auto e = mw::fromDLPack(&empty.m);
+  REQUIRE(e.ok());
+  CHECK(e->count == 0);
+}

@@ -20,8 +20,27 @@ namespace mw {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
-// Returns the deadline `d` from now. Negative durations give a deadline in the past.
-inline Deadline deadlineIn(Clock::duration d) { return Clock::now() + d; }
+// Returns the deadline `d` from now. Negative durations give a deadline in the past. Saturates:
+// a duration past the clock's range gives Deadline::max() (never) or Deadline::min() (already
+// past), never a wrapped time.
+inline Deadline deadlineIn(Clock::duration d) {
+  Clock::rep at = 0;
+  if (__builtin_add_overflow(Clock::now().time_since_epoch().count(), d.count(), &at)) {
+    return d.count() > 0 ? Deadline::max() : Deadline::min();
+  }
+  return Deadline(Clock::duration(at));
+}
+
+// The time from now until `d`, negative once it has passed; saturates as deadlineIn does
+// (Deadline::min() is simply long past, Deadline::max() never comes).
+inline Clock::duration timeUntil(Deadline d) {
+  Clock::rep left = 0;
+  const Clock::rep now = Clock::now().time_since_epoch().count();
+  if (__builtin_sub_overflow(d.time_since_epoch().count(), now, &left)) {
+    return d.time_since_epoch().count() > now ? Clock::duration::max() : Clock::duration::min();
+  }
+  return Clock::duration(left);
+}
 
 // `d` in whole milliseconds, rounded up and never negative: a wait of that long (poll(2) and most
 // timeouts take whole milliseconds) does not end before `d` has passed. Rounded down, the last
@@ -32,7 +51,7 @@ inline std::chrono::milliseconds waitMillis(Clock::duration d) {
 }
 
 // Milliseconds left until `d`, rounded up (see waitMillis), never negative.
-inline std::chrono::milliseconds remaining(Deadline d) { return waitMillis(d - Clock::now()); }
+inline std::chrono::milliseconds remaining(Deadline d) { return waitMillis(timeUntil(d)); }
 
 enum class Code : int {
   kOk = 0,

@@ -53,6 +53,10 @@ struct Device {
 // Parses "cpu" or "cuda:N". Returns kInvalidArgument otherwise.
 Result<Device> parseDevice(const std::string& text);
 
+// The largest tensor, in bytes, any call accepts (PTRDIFF_MAX: no object is larger). Larger
+// element counts, and sizes whose computation would overflow, are refused with kInvalidArgument.
+inline constexpr size_t kMaxTensorBytes = static_cast<size_t>(PTRDIFF_MAX);
+
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -67,12 +71,28 @@ struct Tensor {
 };
 
 // Maps a C++ element type to its DType.
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
 
 template <typename T>
 Tensor Tensor::cpu(T* data, size_t count) {

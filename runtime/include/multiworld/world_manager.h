@@ -63,7 +63,8 @@ struct WorldOptions {
   // must give the same value: the store (rank 0's) refuses a member with another one at join, with
   // kInvalidArgument naming both values.
   std::chrono::milliseconds heartbeat_timeout{1000};
-  // Deadline of each operation from its submission; passing it breaks the world. Default 60 s.
+  // Deadline of each operation from its submission; passing it breaks the world. 1 ms .. 30 days;
+  // default 60 s.
   std::chrono::milliseconds op_timeout{60000};
   // Gloo worlds: how long an operation that nobody waits for stays queued before the world's
   // executor thread starts it (see Work for when operations start). 0 .. 10 s; default 5 ms.

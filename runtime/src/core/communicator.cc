@@ -63,6 +63,10 @@ class Checker {
       return bad(std::string(name) + " has a null data pointer");
     if (static_cast<int>(t.dtype) >= kNumDTypes)
       return bad(std::string(name) + " has an unknown dtype");
+    if (t.count > kMaxTensorBytes / dtypeSize(t.dtype)) {
+      return bad(std::string(name) + " has " + std::to_string(t.count) + " elements of " +
+                 dtypeName(t.dtype) + ": more than " + std::to_string(kMaxTensorBytes) + " bytes");
+    }
     return Status::Ok();
   }
   Status peer(const char* what, int r, bool allow_self) const {
@@ -78,7 +82,8 @@ class Checker {
       return bad(std::string(sn) + " is " + dtypeName(small.dtype) + " but " + bn + " is " +
                  dtypeName(big.dtype));
     }
-    if (big.count != small.count * static_cast<size_t>(size_)) {
+    if (small.count > big.count / static_cast<size_t>(size_) ||
+        big.count != small.count * static_cast<size_t>(size_)) {
       return bad(std::string(bn) + " has " + std::to_string(big.count) + " elements; it needs " +
                  std::string(sn) + "'s " + std::to_string(small.count) + " x size " +
                  std::to_string(size_));
@@ -99,7 +104,15 @@ class Checker {
   std::string where_;
 };
 
+bool reduces(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter;
+}
+
 Status validate(const OpRequest& op, const Checker& c) {
+  if (reduces(op.kind) && static_cast<int>(op.reduce) > static_cast<int>(ReduceOp::kMax)) {
+    return c.bad("reduce op " + std::to_string(static_cast<int>(op.reduce)) +
+                 " is not one of sum, prod, min, max");
+  }
   switch (op.kind) {
     case OpKind::kSend:
     case OpKind::kRecv:

@@ -17,9 +17,9 @@ struct DTypeRow {
 };
 
 constexpr DTypeRow kDTypes[kNumDTypes] = {
-    {DType::kFloat32, "float32", 4, kDLFloat},  {DType::kFloat64, "float64", 8, kDLFloat},
-    {DType::kInt32, "int32", 4, kDLInt},        {DType::kInt64, "int64", 8, kDLInt},
-    {DType::kFloat16, "float16", 2, kDLFloat},  {DType::kBFloat16, "bfloat16", 2, kDLBfloat},
+    {DType::kFloat32, "float32", 4, kDLFloat}, {DType::kFloat64, "float64", 8, kDLFloat},
+    {DType::kInt32, "int32", 4, kDLInt},       {DType::kInt64, "int64", 8, kDLInt},
+    {DType::kFloat16, "float16", 2, kDLFloat}, {DType::kBFloat16, "bfloat16", 2, kDLBfloat},
     {DType::kUInt8, "uint8", 1, kDLUInt},
 };
 
@@ -82,27 +82,41 @@ Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
     }
   }
   if (!found) {
-    return Status(Code::kInvalidArgument,
-                  "fromDLPack: dtype code " + std::to_string(t.dtype.code) + " with " +
-                      std::to_string(t.dtype.bits) + " bits x " + std::to_string(t.dtype.lanes) +
-                      " lanes is not supported");
+    return Status(Code::kInvalidArgument, "fromDLPack: dtype code " + std::to_string(t.dtype.code) +
+                                              " with " + std::to_string(t.dtype.bits) + " bits x " +
+                                              std::to_string(t.dtype.lanes) +
+                                              " lanes is not supported");
   }
   if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) {
     return Status(Code::kInvalidArgument, "fromDLPack: bad ndim/shape");
   }
   size_t count = 1;
   int64_t expected_stride = 1;
+  // Every product is checked: a shape such as {2^62, 4} must not wrap to a small size.
+  const size_t max_count = kMaxTensorBytes / dtypeSize(out.dtype);
+  bool empty = false;  // a zero dimension makes the whole tensor empty, whatever the others
+  for (int d = 0; d < t.ndim; ++d) empty = empty || t.shape[d] == 0;
   for (int d = t.ndim - 1; d >= 0; --d) {
     if (t.shape[d] < 0) return Status(Code::kInvalidArgument, "fromDLPack: negative dimension");
-    if (t.strides != nullptr && t.shape[d] > 1 && t.strides[d] != expected_stride) {
+    const auto dim = static_cast<size_t>(t.shape[d]);
+    if (!empty && count > max_count / dim) {
       return Status(Code::kInvalidArgument,
-                    "fromDLPack: tensor is not contiguous (dimension " + std::to_string(d) +
-                        " has stride " + std::to_string(t.strides[d]) + ", expected " +
-                        std::to_string(expected_stride) + ")");
+                    "fromDLPack: the shape's element count overflows (dimension " +
+                        std::to_string(d) + " is " + std::to_string(t.shape[d]) + "; at most " +
+                        std::to_string(kMaxTensorBytes) + " bytes)");
     }
-    expected_stride *= t.shape[d];
-    count *= static_cast<size_t>(t.shape[d]);
+    if (!empty && t.strides != nullptr && t.shape[d] > 1 && t.strides[d] != expected_stride) {
+      return Status(Code::kInvalidArgument, "fromDLPack: tensor is not contiguous (dimension " +
+                                                std::to_string(d) + " has stride " +
+                                                std::to_string(t.strides[d]) + ", expected " +
+                                                std::to_string(expected_stride) + ")");
+    }
+    if (!empty) {
+      expected_stride = static_cast<int64_t>(static_cast<size_t>(expected_stride) * dim);
+      count *= dim;
+    }
   }
+  if (empty) count = 0;
   if (t.data == nullptr && count > 0) {
     return Status(Code::kInvalidArgument, "fromDLPack: null data with non-zero size");
   }

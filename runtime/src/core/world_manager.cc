@@ -104,9 +104,9 @@ Status validate(const WorldOptions& o) {
     return invalid(w + "heartbeat_timeout " + std::to_string(o.heartbeat_timeout.count()) +
                    " ms must be between 50 ms and 1 h");
   }
-  if (o.op_timeout < milliseconds(1)) {
+  if (o.op_timeout < milliseconds(1) || o.op_timeout > std::chrono::hours(24 * 30)) {
     return invalid(w + "op_timeout " + std::to_string(o.op_timeout.count()) +
-                   " ms must be positive");
+                   " ms must be between 1 ms and 30 days");
   }
   if (o.executor_grace < std::chrono::microseconds(0) ||
       o.executor_grace > std::chrono::seconds(10)) {

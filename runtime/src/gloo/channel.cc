@@ -10,8 +10,10 @@ namespace {
 // deadline, since passing it breaks the world anyway. Rounded up, so that when Gloo gives up the
 // deadline has passed and the failure is reported as the operation's timeout.
 std::chrono::milliseconds glooTimeout(Deadline d) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(d - Clock::now());
-  return std::max(left + std::chrono::milliseconds(1), std::chrono::milliseconds(1));
+  // Capped at 30 days (the longest op_timeout): Gloo adds it to the clock's now.
+  auto left = std::min<Clock::duration>(timeUntil(d), std::chrono::hours(24 * 30));
+  return std::max(std::chrono::ceil<std::chrono::milliseconds>(left) + std::chrono::milliseconds(1),
+                  std::chrono::milliseconds(1));
 }
 
 template <typename WaitFn>

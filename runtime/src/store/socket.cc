@@ -159,7 +159,7 @@ Result<Fd> connectTcp(const StoreAddress& address, Deadline deadline) {
     }
     // The server may not listen yet; retry soon, but never sleep past the deadline.
     std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline - Clock::now()));
+        std::min<Clock::duration>(std::chrono::milliseconds(10), timeUntil(deadline)));
   }
 }
 
@@ -193,7 +193,7 @@ Result<uint16_t> localPort(int fd) {
 Status waitReady(int fd, short events, Deadline deadline) {
   while (true) {
     pollfd p{fd, events, 0};
-    timespec ts = toTimespec(deadline - Clock::now());
+    timespec ts = toTimespec(timeUntil(deadline));
     int rc = ::ppoll(&p, 1, &ts, nullptr);
     if (rc > 0) return Status::Ok();  // errors and hangups surface in the following call
     if (rc < 0 && errno != EINTR) {

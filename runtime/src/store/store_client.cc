@@ -137,7 +137,8 @@ class Client final : public StoreClient {
  private:
   // REQUIRES: mu_ held, fd_ valid.
   Result<Message> exchange(const Message& request, Deadline deadline) {
-    Deadline io_deadline = deadline + kReplyGrace;
+    Deadline io_deadline =
+        deadline > Deadline::max() - kReplyGrace ? Deadline::max() : deadline + kReplyGrace;
     MW_RETURN_IF_ERROR(sendAll(fd_.get(), encodeFrame(request), io_deadline));
     auto payload = recvFrame(fd_.get(), kMaxReplyBytes, io_deadline);
     if (!payload.ok()) return payload.status();

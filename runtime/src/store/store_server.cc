@@ -45,7 +45,7 @@ void Server::pollOnce() {
     owners.push_back(c.get());
     busy = busy || runnable(*c);
   }
-  Clock::duration wait = busy ? Clock::duration::zero() : nextTimer() - Clock::now();
+  Clock::duration wait = busy ? Clock::duration::zero() : timeUntil(nextTimer());
   wait = std::clamp<Clock::duration>(wait, Clock::duration::zero(), std::chrono::seconds(1));
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
