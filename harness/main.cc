@@ -1,5 +1,6 @@
 // mwchaos: runs Lua chaos scenarios against multiworld worker processes and reports which worlds
 // failed, how fast the failures were detected and whether the survivors kept their throughput.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -66,8 +68,12 @@ exit codes:
   0  every expectation held
   1  an expectation failed, or the harness could not run a scenario (the report says why)
   2  invalid scenario or usage
-  3  this machine cannot run a scenario (no GPU, no failpoints...): what is missing is printed
-When several scenarios run, the code is the first of 2, 1, 3, 0 that applies.
+  3  this machine cannot run a scenario (no GPU, no failpoints...): what is missing is printed;
+     or a report could not be written (a CI gate never passes without its report)
+When several scenarios run, the code is the first of 2, 1, 3, 0 that applies, except that a
+report that could not be written makes it 3 (unless it is 2). Reports are written to a
+temporary file beside the final one and renamed: a link at the final path is replaced, never
+followed.
 
 environment:
   MW_FIU_POSIX_PRELOAD  libfiu's fiu_posix_preload.so, for posix/... failpoints (default: the one
@@ -248,40 +254,64 @@ std::string folderName(const std::string& file, const std::string& name) {
   return base;
 }
 
+// Writes `text` to a new temporary file beside `path` (never following a link there), then
+// renames it over `path`: a reader sees the old report or the whole new one, and a link at `path`
+// is replaced, never written through. Says why on stderr and returns false on any failure.
 bool writeFile(const fs::path& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "mwchaos: cannot write %s\n", path.c_str());
-    return false;
+  const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  for (size_t done = 0; ok && done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
   }
-  return true;
+  const int err = ok ? 0 : errno;
+  if (fd >= 0 && ::close(fd) != 0 && ok) ok = false;
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
+  if (!ok) {
+    std::fprintf(stderr, "mwchaos: cannot write %s: %s\n", path.c_str(),
+                 std::strerror(err != 0 ? err : errno));
+    if (fd >= 0) ::unlink(tmp.c_str());
+  }
+  return ok;
 }
 
-void writeReports(const Cli& cli, const fs::path& dir, const json& doc) {
+// Writes the formats asked for into `dir`; false when any could not be written.
+bool writeReports(const Cli& cli, const fs::path& dir, const json& doc) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (cli.formats.count("json")) writeFile(dir / "report.json", doc.dump(1) + "\n");
-  if (cli.formats.count("junit")) writeFile(dir / "junit.xml", mw::reports::junitXml({doc}));
-  if (cli.formats.count("html")) writeFile(dir / "report.html", mw::reports::html(doc));
+  bool ok = true;
+  if (cli.formats.count("json")) ok = writeFile(dir / "report.json", doc.dump(1) + "\n") && ok;
+  if (cli.formats.count("junit")) {
+    ok = writeFile(dir / "junit.xml", mw::reports::junitXml({doc})) && ok;
+  }
+  if (cli.formats.count("html")) ok = writeFile(dir / "report.html", mw::reports::html(doc)) && ok;
+  return ok;
 }
 
-void printVerdict(const json& doc, const fs::path& dir, const Cli& cli) {
+void printVerdict(const json& doc, const fs::path& dir, const Cli& cli, bool written) {
   const std::string v = mw::reports::verdictOf(doc);
   const std::string name = doc["scenario"].value("name", std::string());
   std::string upper = v;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::printf("%s  %s\n", upper.c_str(), name.c_str());
-  if (!doc.value("why", std::string()).empty()) std::printf("      %s\n", doc["why"].get<std::string>().c_str());
+  if (!doc.value("why", std::string()).empty())
+    std::printf("      %s\n", doc["why"].get<std::string>().c_str());
   for (const auto& e : doc["expectations"]) {
     const std::string st = e.value("status", std::string());
     if (st == "pass" && cli.verbosity < 1) continue;
     std::printf("      %-7s %s: %s\n", st.c_str(), e.value("name", std::string()).c_str(),
                 e.value("message", std::string()).c_str());
   }
-  if (cli.formats.count("html")) std::printf("      report: %s\n", (dir / "report.html").c_str());
-  else if (cli.formats.count("json")) std::printf("      report: %s\n", (dir / "report.json").c_str());
+  if (!written) {
+    std::printf("      report: NOT WRITTEN to %s (see the error above)\n", dir.c_str());
+  } else if (cli.formats.count("html")) {
+    std::printf("      report: %s\n", (dir / "report.html").c_str());
+  } else if (cli.formats.count("json")) {
+    std::printf("      report: %s\n", (dir / "report.json").c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -334,8 +364,10 @@ int run(const Cli& cli) {
   if (rc != kExitPass) return rc;
   const std::string worker = workerPath(cli);
   if (::access(worker.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "mwchaos: the worker program %s is missing or not executable (build "
-                         "the mw_worker target, or pass --worker PATH)\n", worker.c_str());
+    std::fprintf(stderr,
+                 "mwchaos: the worker program %s is missing or not executable (build "
+                 "the mw_worker target, or pass --worker PATH)\n",
+                 worker.c_str());
     return kExitUnavailable;
   }
   const fs::path out = cli.out.empty() ? fs::path("mwchaos-out") : fs::path(cli.out);
@@ -349,6 +381,7 @@ int run(const Cli& cli) {
   ro.gpus = gpus;
   std::vector<json> docs;
   std::set<std::string> used;
+  bool all_written = true;  // a gate must not pass on a report that is not there
   for (auto& [file, l] : loaded) {
     const Scenario& s = l.scenario;
     RunResult res = runScenario(s, ro);
@@ -364,16 +397,17 @@ int run(const Cli& cli) {
       verdicts = evaluate(s, res.record);
       if (s.expect.has_check) {
         auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
-        verdicts.push_back({"expect.check hook", "", ok ? "pass" : "fail", "", "", msg,
-                            s.expect.where});
+        verdicts.push_back(
+            {"expect.check hook", "", ok ? "pass" : "fail", "", "", msg, s.expect.where});
       }
     }
     json doc = mw::reports::reportJson(s, res.record, verdicts, outcome, res.why, env);
     std::string folder = folderName(s.file, s.name);
     while (used.count(folder)) folder += "_";
     used.insert(folder);
-    writeReports(cli, out / folder, doc);
-    printVerdict(doc, out / folder, cli);
+    const bool written = writeReports(cli, out / folder, doc);
+    all_written = all_written && written;
+    printVerdict(doc, out / folder, cli, written);
     docs.push_back(doc);
     const std::string v = mw::reports::verdictOf(doc);
     rc = combine(rc, v == "pass" ? kExitPass : v == "skipped" ? kExitUnavailable : kExitFail);
@@ -386,7 +420,11 @@ int run(const Cli& cli) {
   if (cli.formats.count("junit")) {
     std::error_code ec;
     fs::create_directories(out, ec);
-    writeFile(out / "junit.xml", mw::reports::junitXml(docs));
+    all_written = writeFile(out / "junit.xml", mw::reports::junitXml(docs)) && all_written;
+  }
+  if (!all_written) {
+    std::fprintf(stderr, "mwchaos: some reports could not be written; exit %d\n", kExitUnavailable);
+    return rc == kExitUsage ? rc : kExitUnavailable;
   }
   return rc;
 }
@@ -414,8 +452,9 @@ int report(const Cli& cli) {
                                          doc.value("environment", json::object()));
     fs::path dir = cli.out.empty() ? fs::path(path).parent_path() : fs::path(cli.out);
     if (dir.empty()) dir = ".";
-    writeReports(cli, dir, fresh);
-    printVerdict(fresh, dir, cli);
+    const bool written = writeReports(cli, dir, fresh);
+    printVerdict(fresh, dir, cli, written);
+    if (!written) return kExitUnavailable;
     const std::string v = mw::reports::verdictOf(fresh);
     return v == "pass" ? kExitPass : v == "skipped" ? kExitUnavailable : kExitFail;
   } catch (const std::exception& e) {

@@ -164,6 +164,19 @@ ends=$(python3 -c 'import json,sys; print(" ".join(f["action"].split()[-1] + "="
   "$work/signals/signals_end_roles/report.json" 2>&1)
 [ "$ends" = "SIGUSR1=True SIGPIPE=False SIGURG=False" ] || fail "signals: ends_role per fault is '$ends'"
 
+# Reports that cannot be written: exit 3, "cannot write", and no claim of a report path.
+expect_rc 3 "unwritable report" "$mwchaos" run -q -o /dev/null/out "$src/scenarios/leader_killed.lua"
+expect_out "unwritable report" "cannot write /dev/null/out/"
+expect_out "unwritable report" "report: NOT WRITTEN"
+# A link at a report's path is replaced, never written through.
+mkdir -p "$work/linked/leader_killed"
+echo "precious" >"$work/precious.txt"
+ln -s "$work/precious.txt" "$work/linked/leader_killed/report.json"
+expect_rc 0 "report over a link" "$mwchaos" run -q -o "$work/linked" "$src/scenarios/leader_killed.lua"
+[ "$(cat "$work/precious.txt")" = "precious" ] || fail "a report was written through a link"
+[ -L "$work/linked/leader_killed/report.json" ] && fail "the link at the report's path is still there"
+ls "$work/linked/leader_killed" | grep -q 'tmp-' && fail "a temporary report file was left behind"
+
 # A GPU scenario where there is no GPU: exit 3 naming what is missing (skipped in JUnit).
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect_rc 3 "nccl without a GPU" "$mwchaos" run -q -o "$work/gpu" "$src/scenarios/nccl_remote_error.lua"
