@@ -85,6 +85,12 @@ package = nil
 require = nil
 dofile = nil
 loadfile = nil
+-- Text chunks only: mutated bytecode can crash the Lua VM, so none can be made or loaded.
+string.dump = nil
+do
+  local text_only = load
+  load = function(chunk, name, _, env) return text_only(chunk, name, "t", env) end
+end
 )lua";
 
 // A Lua value, converted.

@@ -81,6 +81,8 @@ check_invalid no_scenario.lua 1 "exactly once \(found 0\)"
 check_invalid bad_signal.lua 5 "unknown signal \"SIGWHATEVER\""
 check_invalid posix_write.lua 6 "POSIX point 'posix/io/rw/write' is not offered \(the worker's control fifo.*POSIX points: posix/io/rw/writev, "
 check_invalid posix_no_errno.lua 6 "mode.failnum: unknown field"
+check_invalid binary_chunk.lua 3 "attempt to load a binary chunk"
+check_invalid string_dump.lua 2 "attempt to call a nil value \(field 'dump'\)"
 # Lua shortens long file names in its own messages; the harness gives the whole path back.
 long="$work/a-folder-whose-name-is-long-enough-that-lua-would-cut-it/and-deeper"
 mkdir -p "$long"
