@@ -3,10 +3,6 @@
 // name the file, line and field.
 #include "harness/scenario.h"
 
-#include "chaos/posix_faults.h"
-
-#include <lua.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -16,8 +12,11 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <lua.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "chaos/posix_faults.h"
 
 namespace mw::harness {
 
@@ -119,35 +118,46 @@ struct LV {
   }
   std::string typeName() const {
     switch (t) {
-      case T::kNil: return "nil";
-      case T::kBool: return "a boolean";
-      case T::kNum: return "a number";
-      case T::kStr: return "a string";
-      case T::kTable: return "a table";
-      case T::kFunc: return "a function";
+      case T::kNil:
+        return "nil";
+      case T::kBool:
+        return "a boolean";
+      case T::kNum:
+        return "a number";
+      case T::kStr:
+        return "a string";
+      case T::kTable:
+        return "a table";
+      case T::kFunc:
+        return "a function";
     }
     return "?";
   }
   std::string show() const {
     switch (t) {
-      case T::kStr: return "\"" + s + "\"";
+      case T::kStr:
+        return "\"" + s + "\"";
       case T::kNum: {
         std::ostringstream o;
         o << n;
         return o.str();
       }
-      case T::kBool: return b ? "true" : "false";
-      default: return typeName();
+      case T::kBool:
+        return b ? "true" : "false";
+      default:
+        return typeName();
     }
   }
 };
 
-// Converts the value at `idx`. Errors (non-string keys, cycles, depth) go to `err`.
-LV convert(lua_State* L, int idx, int depth, std::string* err) {
+// Converts the value at `idx`. Errors (non-string keys, cycles, depth) go to `err`. `open`: the
+// tables being converted on the way here (a table met again among them contains itself).
+LV convert(lua_State* L, int idx, int depth, std::string* err, std::vector<const void*>* open) {
   LV v;
   idx = lua_absindex(L, idx);
   switch (lua_type(L, idx)) {
-    case LUA_TNIL: return v;
+    case LUA_TNIL:
+      return v;
     case LUA_TBOOLEAN:
       v.t = LV::T::kBool;
       v.b = lua_toboolean(L, idx) != 0;
@@ -165,22 +175,30 @@ LV convert(lua_State* L, int idx, int depth, std::string* err) {
       lua_pushvalue(L, idx);
       v.func_ref = luaL_ref(L, LUA_REGISTRYINDEX);
       return v;
-    case LUA_TTABLE: break;
+    case LUA_TTABLE:
+      break;
     default:
       if (err->empty()) *err = std::string("unsupported value of type ") + luaL_typename(L, idx);
       return v;
   }
   v.t = LV::T::kTable;
-  if (depth > 32) {
+  const void* self = lua_topointer(L, idx);
+  if (std::find(open->begin(), open->end(), self) != open->end()) {
+    if (err->empty()) *err = "a table contains itself (a cycle): scenario tables must be trees";
+    return v;
+  }
+  // Each level holds a key and a value on the Lua stack: without room, Lua writes past its end.
+  if (depth > 32 || !lua_checkstack(L, 4)) {
     if (err->empty()) *err = "tables nested more than 32 deep";
     return v;
   }
+  open->push_back(self);
   lua_Integer len = static_cast<lua_Integer>(lua_rawlen(L, idx));
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     if (lua_type(L, -2) == LUA_TSTRING) {
       std::string key = lua_tostring(L, -2);
-      v.fields.emplace_back(key, convert(L, -1, depth + 1, err));
+      v.fields.emplace_back(key, convert(L, -1, depth + 1, err, open));
     } else if (lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len) {
       // sequence part: collected in order below
     } else if (err->empty()) {
@@ -190,9 +208,10 @@ LV convert(lua_State* L, int idx, int depth, std::string* err) {
   }
   for (lua_Integer i = 1; i <= len; ++i) {
     lua_rawgeti(L, idx, i);
-    v.items.push_back(convert(L, -1, depth + 1, err));
+    v.items.push_back(convert(L, -1, depth + 1, err, open));
     lua_pop(L, 1);
   }
+  open->pop_back();
   std::sort(v.fields.begin(), v.fields.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   return v;
@@ -219,10 +238,18 @@ struct ErrnoName {
   int number;
 };
 constexpr ErrnoName kErrnos[] = {
-    {"ECONNRESET", ECONNRESET}, {"EPIPE", EPIPE},         {"EIO", EIO},
-    {"ETIMEDOUT", ETIMEDOUT},   {"ECONNREFUSED", ECONNREFUSED}, {"ENETUNREACH", ENETUNREACH},
-    {"EHOSTUNREACH", EHOSTUNREACH}, {"ENOMEM", ENOMEM},   {"EAGAIN", EAGAIN},
-    {"EINVAL", EINVAL},         {"ENOSPC", ENOSPC},       {"ECONNABORTED", ECONNABORTED},
+    {"ECONNRESET", ECONNRESET},
+    {"EPIPE", EPIPE},
+    {"EIO", EIO},
+    {"ETIMEDOUT", ETIMEDOUT},
+    {"ECONNREFUSED", ECONNREFUSED},
+    {"ENETUNREACH", ENETUNREACH},
+    {"EHOSTUNREACH", EHOSTUNREACH},
+    {"ENOMEM", ENOMEM},
+    {"EAGAIN", EAGAIN},
+    {"EINVAL", EINVAL},
+    {"ENOSPC", ENOSPC},
+    {"ECONNABORTED", ECONNABORTED},
 };
 
 struct NcclName {
@@ -287,8 +314,8 @@ class Validator {
       if (!ok) {
         std::string list;
         for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-        error(where, path + (path.empty() ? "" : ".") + k + ": unknown field (expected one of: " +
-                         list + ")");
+        error(where, path + (path.empty() ? "" : ".") + k +
+                         ": unknown field (expected one of: " + list + ")");
       }
     }
     if (!t.items.empty()) error(where, path + ": expected named fields, not a list");
@@ -315,15 +342,16 @@ class Validator {
     return get(*v);
   }
   std::optional<std::string> str(const LV* v, const std::string& where, const std::string& path) {
-    return typed<std::string>(v, LV::T::kStr, [](const LV& x) { return x.s; }, "a string", where,
-                              path);
+    return typed<std::string>(
+        v, LV::T::kStr, [](const LV& x) { return x.s; }, "a string", where, path);
   }
   std::optional<double> num(const LV* v, const std::string& where, const std::string& path) {
-    return typed<double>(v, LV::T::kNum, [](const LV& x) { return x.n; }, "a number", where, path);
+    return typed<double>(
+        v, LV::T::kNum, [](const LV& x) { return x.n; }, "a number", where, path);
   }
   std::optional<bool> boolean(const LV* v, const std::string& where, const std::string& path) {
-    return typed<bool>(v, LV::T::kBool, [](const LV& x) { return x.b; }, "true or false", where,
-                       path);
+    return typed<bool>(
+        v, LV::T::kBool, [](const LV& x) { return x.b; }, "true or false", where, path);
   }
 
   std::vector<std::string> strList(const LV* v, const std::string& where, const std::string& path) {
@@ -346,13 +374,15 @@ class Validator {
     s.file = file_;
     const std::string w = t.whereTag(file_ + ":1");
     s.where = w;
-    onlyFields(t, w, "", {"name", "description", "duration", "warmup", "seed", "worlds", "roles",
-                          "traffic", "timeline", "nemesis", "expect"});
+    onlyFields(t, w, "",
+               {"name", "description", "duration", "warmup", "seed", "worlds", "roles", "traffic",
+                "timeline", "nemesis", "expect"});
     s.name = str(t.get("name"), w, "name").value_or("");
     if (s.name.empty()) error(w, "name: every scenario needs a name");
     s.description = str(t.get("description"), w, "description").value_or("");
     s.duration = duration(t.get("duration"), w, "duration").value_or(Ms(5000));
-    s.warmup = duration(t.get("warmup"), w, "warmup").value_or(Ms(std::min<long long>(1000, s.duration.count() / 4)));
+    s.warmup = duration(t.get("warmup"), w, "warmup")
+                   .value_or(Ms(std::min<long long>(1000, s.duration.count() / 4)));
     if (s.duration < Ms(500) || s.duration > Ms(24LL * 3600 * 1000)) {
       error(w, "duration: must be between 500ms and 24h");
     }
@@ -443,8 +473,9 @@ class Validator {
       }
       const LV* ws = spec.get("worlds");
       if (ws == nullptr || ws->t != LV::T::kTable || ws->fields.empty()) {
-        error(w, path + ".worlds: expected the worlds this role joins with its rank, like "
-                        "{ w1 = 0 }");
+        error(w, path +
+                     ".worlds: expected the worlds this role joins with its rank, like "
+                     "{ w1 = 0 }");
         continue;
       }
       for (const auto& [world, rank] : ws->fields) {
@@ -522,8 +553,9 @@ class Validator {
       static const std::set<std::string> patterns = {"gather_to_leader", "ring_allreduce",
                                                      "broadcast", "pipeline"};
       if (t.t != LV::T::kTable || !patterns.count(ts.pattern)) {
-        error(tw, path + ": expected gather_to_leader{...}, ring_allreduce{...}, broadcast{...} "
-                         "or pipeline{...}");
+        error(tw, path +
+                      ": expected gather_to_leader{...}, ring_allreduce{...}, broadcast{...} "
+                      "or pipeline{...}");
         continue;
       }
       onlyFields(t, tw, path, {"world", "worlds", "bytes", "dtype", "rate", "root"});
@@ -545,7 +577,7 @@ class Validator {
         }
       }
       ts.dtype = str(t.get("dtype"), tw, path + ".dtype").value_or("float32");
-      static const std::set<std::string> dtypes = {"float32", "float64", "int32",  "int64",
+      static const std::set<std::string> dtypes = {"float32", "float64",  "int32", "int64",
                                                    "float16", "bfloat16", "uint8"};
       if (!dtypes.count(ts.dtype)) error(tw, path + ".dtype: unknown dtype \"" + ts.dtype + "\"");
       ts.rate = num(t.get("rate"), tw, path + ".rate").value_or(0);
@@ -555,8 +587,9 @@ class Validator {
         for (const auto& wn : ts.worlds) {
           auto it = s.worlds.find(wn);
           if (it != s.worlds.end() && it->second.size != 2) {
-            error(tw, path + ": pipeline world '" + wn + "' must have 2 members (stage i as rank 0, "
-                             "stage i+1 as rank 1)");
+            error(tw, path + ": pipeline world '" + wn +
+                          "' must have 2 members (stage i as rank 0, "
+                          "stage i+1 as rank 1)");
           }
         }
       }
@@ -648,12 +681,14 @@ class Validator {
     std::set<std::string> hosts;
     for (const auto& h : s.hosts()) hosts.insert(h);
     if (hosts.empty()) {
-      error(aw, path + ": " + as.kind + " needs simulated hosts: give each role a host, like "
-                       "roles = { a = { host = \"h1\", ... } }");
+      error(aw, path + ": " + as.kind +
+                    " needs simulated hosts: give each role a host, like "
+                    "roles = { a = { host = \"h1\", ... } }");
       return;
     }
     auto knownHost = [&](const std::string& h, const std::string& p) {
-      if (!hosts.count(h)) error(aw, path + ": " + as.kind + ": no role is on host '" + h + "' (" + p + ")");
+      if (!hosts.count(h))
+        error(aw, path + ": " + as.kind + ": no role is on host '" + h + "' (" + p + ")");
     };
     if (as.kind == "partition") {
       onlyFields(act, aw, path + " partition", {"a", "b", "mode", "oneway"});
@@ -666,7 +701,8 @@ class Validator {
       for (const auto& h : as.hosts_b) knownHost(h, "partition.b");
       std::string mode = str(act.get("mode"), aw, path + " partition.mode").value_or("silent");
       if (mode != "silent" && mode != "loud") {
-        error(aw, path + ": partition.mode: expected \"silent\" (drop) or \"loud\" (reset), got \"" +
+        error(aw, path +
+                      ": partition.mode: expected \"silent\" (drop) or \"loud\" (reset), got \"" +
                       mode + "\"");
       }
       as.loud = mode == "loud";
@@ -687,8 +723,10 @@ class Validator {
       bool ok = !as.rate.empty() && std::isdigit(static_cast<unsigned char>(as.rate[0]));
       if (!ok) error(aw, path + ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\"");
     } else if (as.kind == "delay") {
-      as.delay_ms = static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
-      as.jitter_ms = static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
+      as.delay_ms =
+          static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
+      as.jitter_ms = static_cast<int>(
+          duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
       if (as.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
     }
   }
@@ -700,18 +738,23 @@ class Validator {
   void nemesis(const LV* v, const std::string& w, Scenario& s) {
     if (v == nullptr) return;
     if (v->t != LV::T::kTable) {
-      error(w, "nemesis: expected a table like { faults = { \"partition\", \"pause\" }, gap = \"1s\" }");
+      error(
+          w,
+          "nemesis: expected a table like { faults = { \"partition\", \"pause\" }, gap = \"1s\" }");
       return;
     }
-    onlyFields(*v, w, "nemesis", {"faults", "start", "stop", "gap", "hold", "roles", "hosts", "loss"});
+    onlyFields(*v, w, "nemesis",
+               {"faults", "start", "stop", "gap", "hold", "roles", "hosts", "loss"});
     NemesisSpec& n = s.nemesis;
     n.enabled = true;
     n.faults = strList(v->get("faults"), w, "nemesis.faults");
     static const std::set<std::string> kinds = {"partition", "loss", "pause", "kill"};
     for (const auto& f : n.faults) {
-      if (!kinds.count(f)) error(w, "nemesis.faults: unknown fault \"" + f + "\" (partition, loss, pause, kill)");
+      if (!kinds.count(f))
+        error(w, "nemesis.faults: unknown fault \"" + f + "\" (partition, loss, pause, kill)");
     }
-    if (n.faults.empty()) error(w, "nemesis.faults: name at least one of partition, loss, pause, kill");
+    if (n.faults.empty())
+      error(w, "nemesis.faults: name at least one of partition, loss, pause, kill");
     n.start = duration(v->get("start"), w, "nemesis.start").value_or(s.warmup);
     n.stop = duration(v->get("stop"), w, "nemesis.stop").value_or(s.duration - Ms(1000));
     n.gap = duration(v->get("gap"), w, "nemesis.gap").value_or(Ms(1000));
@@ -735,7 +778,8 @@ class Validator {
     if (n.stop > s.duration || n.start >= n.stop) {
       error(w, "nemesis: start and stop must lie within the duration, start before stop");
     }
-    if (n.gap < Ms(50) || n.hold < Ms(10)) error(w, "nemesis: gap must be >= 50ms and hold >= 10ms");
+    if (n.gap < Ms(50) || n.hold < Ms(10))
+      error(w, "nemesis: gap must be >= 50ms and hold >= 10ms");
     if (!errors.empty()) return;
     // splitmix64: the same sequence for the same seed on every machine and library.
     uint64_t state = s.seed * 0x9E3779B97F4A7C15ULL + 0x6E656D65ULL;
@@ -791,7 +835,8 @@ class Validator {
     auto it = s.worlds.find(world);
     if (it == s.worlds.end()) {
       auto r = s.roles.find(as.role);
-      if (r != s.roles.end() && !r->second.ranks.empty()) it = s.worlds.find(r->second.ranks.begin()->first);
+      if (r != s.roles.end() && !r->second.ranks.empty())
+        it = s.worlds.find(r->second.ranks.begin()->first);
     }
     const std::string backend = it != s.worlds.end() ? it->second.backend : "gloo";
     for (size_t p; (p = as.point.find("{backend}")) != std::string::npos;) {
@@ -823,7 +868,8 @@ class Validator {
     return std::nullopt;
   }
 
-  void probabilityAndOnce(const LV& m, const std::string& aw, const std::string& path, FailMode& f) {
+  void probabilityAndOnce(const LV& m, const std::string& aw, const std::string& path,
+                          FailMode& f) {
     f.probability = num(m.get("probability"), aw, path + " mode.probability").value_or(1.0);
     if (!(f.probability > 0 && f.probability <= 1)) {
       error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
@@ -839,7 +885,8 @@ class Validator {
       error(aw, path + ": failpoint mode: expected a table like { errno = \"ECONNRESET\" }");
       return;
     }
-    onlyFields(*m, aw, path + " mode", {"errno", "nccl", "failnum", "async", "probability", "once"});
+    onlyFields(*m, aw, path + " mode",
+               {"errno", "nccl", "failnum", "async", "probability", "once"});
     FailMode& f = as.mode;
     if (auto e = errnoField(*m, aw, path, &f.errno_name)) f.failnum = *e;
     if (auto n = str(m->get("nccl"), aw, path + " mode.nccl")) {
@@ -847,9 +894,11 @@ class Validator {
       for (const auto& k : kNcclResults) {
         if (*n == k.name) f.failnum = k.number;
       }
-      if (f.failnum == 0) error(aw, path + ": failpoint mode.nccl: unknown NCCL result \"" + *n + "\"");
+      if (f.failnum == 0)
+        error(aw, path + ": failpoint mode.nccl: unknown NCCL result \"" + *n + "\"");
     }
-    if (auto n = num(m->get("failnum"), aw, path + " mode.failnum")) f.failnum = static_cast<int>(*n);
+    if (auto n = num(m->get("failnum"), aw, path + " mode.failnum"))
+      f.failnum = static_cast<int>(*n);
     if (f.failnum == 0) f.failnum = EIO;
     f.failinfo = boolean(m->get("async"), aw, path + " mode.async").value_or(false) ? 1 : 0;
     probabilityAndOnce(*m, aw, path, f);
@@ -882,8 +931,9 @@ class Validator {
       error(w, "expect: expected a table");
       return;
     }
-    onlyFields(*v, w, "expect", {"broken", "healthy", "detected_within", "throughput",
-                                 "replacement_within", "no_hang", "no_orphans", "check"});
+    onlyFields(*v, w, "expect",
+               {"broken", "healthy", "detected_within", "throughput", "replacement_within",
+                "no_hang", "no_orphans", "check"});
     for (const auto& name : strList(v->get("healthy"), w, "expect.healthy")) {
       if (!s.worlds.count(name)) error(w, "expect.healthy: no world '" + name + "' in worlds");
       e.healthy.insert(name);
@@ -933,7 +983,8 @@ class Validator {
         ThroughputSpec ts;
         ts.where = tw;
         ts.world = str(it.get("world"), tw, p + ".world").value_or("");
-        if (!s.worlds.count(ts.world)) error(tw, p + ".world: no world '" + ts.world + "' in worlds");
+        if (!s.worlds.count(ts.world))
+          error(tw, p + ".world: no world '" + ts.world + "' in worlds");
         ts.ratio = num(it.get("ratio"), tw, p + ".ratio").value_or(0.9);
         if (!(ts.ratio > 0 && ts.ratio <= 10)) error(tw, p + ".ratio: must be in (0, 10]");
         ts.window = str(it.get("window"), tw, p + ".window").value_or("after");
@@ -941,17 +992,19 @@ class Validator {
           error(tw, p + ".window: expected \"after\" (first fault to the end) or \"during\" "
                         "(first fault to the last)");
         }
-        bool has_traffic = std::any_of(s.traffic.begin(), s.traffic.end(), [&](const TrafficSpec& t) {
-          return std::find(t.worlds.begin(), t.worlds.end(), ts.world) != t.worlds.end();
-        });
+        bool has_traffic =
+            std::any_of(s.traffic.begin(), s.traffic.end(), [&](const TrafficSpec& t) {
+              return std::find(t.worlds.begin(), t.worlds.end(), ts.world) != t.worlds.end();
+            });
         if (s.worlds.count(ts.world) && !has_traffic) {
           error(tw, p + ": world '" + ts.world + "' carries no traffic to measure");
         }
         e.throughput.push_back(ts);
       }
       if (s.timeline.empty() && !e.throughput.empty()) {
-        error(w, "expect.throughput: compares before and after the first fault, but the timeline "
-                 "has none");
+        error(w,
+              "expect.throughput: compares before and after the first fault, but the timeline "
+              "has none");
       }
     }
     e.replacement_within = duration(v->get("replacement_within"), w, "expect.replacement_within");
@@ -1096,7 +1149,8 @@ LoadResult loadScenario(const std::string& path, const LoadOptions& options) {
   }
   lua_rawgeti(L, -1, 1);
   std::string conv_err;
-  LV root = convert(L, -1, 0, &conv_err);
+  std::vector<const void*> open;
+  LV root = convert(L, -1, 0, &conv_err, &open);
   lua_settop(L, 0);
   Validator v(path, options);
   if (!conv_err.empty()) v.error(root.whereTag(path + ":1"), conv_err);
@@ -1152,8 +1206,8 @@ std::optional<uint64_t> parseBytes(const std::string& text) {
   if (v < 0 || !std::isfinite(v)) return std::nullopt;
   std::string unit = text.substr(pos);
   static const std::map<std::string, double> units = {
-      {"", 1},          {"B", 1},          {"KiB", 1024.0}, {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"KB", 1e3}, {"MB", 1e6},     {"GB", 1e9}, {"kB", 1e3}};
+      {"", 1},     {"B", 1},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},     {"kB", 1e3}};
   auto it = units.find(unit);
   if (it == units.end()) return std::nullopt;
   return static_cast<uint64_t>(v * it->second);
@@ -1187,10 +1241,12 @@ std::string ActionSpec::describe() const {
            list(hosts_a) + (oneway ? " -> " : " | ") + list(hosts_b);
   }
   if (kind == "heal") return "heal the network";
-  if (kind == "loss") return "loss " + std::to_string(static_cast<int>(loss * 100 + 0.5)) + "% at " + host;
+  if (kind == "loss")
+    return "loss " + std::to_string(static_cast<int>(loss * 100 + 0.5)) + "% at " + host;
   if (kind == "bandwidth") return "bandwidth " + rate + " from " + host;
   if (kind == "delay") {
-    return "delay " + std::to_string(delay_ms) + "ms (jitter " + std::to_string(jitter_ms) + "ms) from " + host;
+    return "delay " + std::to_string(delay_ms) + "ms (jitter " + std::to_string(jitter_ms) +
+           "ms) from " + host;
   }
   if (kind == "remove_world" || kind == "add_world") return kind + " " + world + " in " + role;
   return kind + " " + role;
@@ -1218,7 +1274,8 @@ std::vector<std::string> Scenario::worldsTouchedBy(const ActionSpec& a) const {
     std::set<std::string> on;
     for (const auto& role : membersOf(world)) on.insert(roles.at(role).host);
     auto any = [&](const std::vector<std::string>& hs) {
-      return std::any_of(hs.begin(), hs.end(), [&](const std::string& h) { return on.count(h) > 0; });
+      return std::any_of(hs.begin(), hs.end(),
+                         [&](const std::string& h) { return on.count(h) > 0; });
     };
     bool touched = a.kind == "partition" ? any(a.hosts_a) && any(a.hosts_b)
                    : a.kind == "heal"    ? false
@@ -1244,7 +1301,8 @@ std::string posixList() {
   std::string out;
   for (const auto& p : chaos::posixPoints()) {
     std::string name = p.name;
-    out += "    " + name + std::string(name.size() < 24 ? 24 - name.size() : 1, ' ') + p.what + "\n";
+    out +=
+        "    " + name + std::string(name.size() < 24 ? 24 - name.size() : 1, ' ') + p.what + "\n";
   }
   return out;
 }
@@ -1282,7 +1340,8 @@ faults (timeline = { at("2s", <fault>), ... })
   failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
               mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
   POSIX failpoints (libfiu's preload; the whole process, errno pinned: { errno = "EPIPE" }):
-)" + posixList() + R"(
+)" + posixList() +
+         R"(
 nemesis = { faults = { "partition", "loss", "pause", "kill" }, roles = {...}, hosts = {...},
             gap = "2s", hold = "400ms" }   seeded random faults, each undone after hold
             (mwchaos run --duration 10m turns any scenario into a soak)
