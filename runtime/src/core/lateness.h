@@ -3,12 +3,24 @@
 // The watchdog and the store server judge a peer silent when they have heard nothing from it for
 // its heartbeat timeout. On a starved machine (more runnable threads than cores, a VM's stolen
 // time, a whole process stopped) the judge itself may not run for a while, and on waking finds
-// every peer "silent" although the silence was its own. So each judge measures how far past its
-// planned wake-up it woke, and peers' silence is counted only over time in which the judge ran on
+// every peer "silent" although the silence was its own. So each judge measures the time it was
+// kept from running, and peers' silence is counted only over time in which the judge ran on
 // schedule: effective silence = (now - last heard) - (lateness accrued since then).
+//
+// The judge can be kept from running anywhere in its loop, not only in its sleep: a process
+// stopped (SIGSTOP) while its judge was reading sockets resumes with that thread mid-loop. So the
+// meter counts both ways a thread loses time:
+//   - asleep: a wake-up later than planned accrues the delay past the plan (woke);
+//   - awake: over a stretch of running, the wall time the thread spent off its CPU (wall time
+//     minus the thread's CPU time: preempted, or stopped) accrues when it exceeds kSlack (ran,
+//     and sleeping, which closes the stretch). Time the loop spends working is not lateness, so
+//     a judge kept busy still counts silence at full rate.
+// A judge calls ran() with the instant it judges by, so that no lateness before it goes uncounted.
 //
 // Thread rules: one thread (the judge's own).
 #pragma once
+
+#include <time.h>
 
 #include <algorithm>
 
@@ -18,16 +30,47 @@ namespace mw::detail {
 
 class LatenessMeter {
  public:
-  // Wake-ups later than planned by no more than this are the scheduler's ordinary jitter.
+  // Wake-ups later than planned, and time off the CPU while running, up to this are the
+  // scheduler's ordinary jitter.
   static constexpr Clock::duration kSlack = std::chrono::milliseconds(2);
 
-  // The thread is about to sleep until `until` at the latest.
-  void sleeping(Clock::time_point until) { planned_ = until; }
-  // The thread runs again at `now`: what passed beyond the planned wake-up (and kSlack) is
+  // A point in the judge's life: wall time and the thread's own CPU time.
+  struct Instant {
+    Clock::time_point wall;
+    Clock::duration cpu{0};
+    // Both clocks of the calling thread, now.
+    static Instant now() {
+      timespec ts{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return {Clock::now(), std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)};
+    }
+  };
+
+  // The thread runs at `t` and judges by it: the time it spent off its CPU since it last woke
+  // (or last called this) accrues if longer than kSlack.
+  void ran(const Instant& t) {
+    if (awake_) {
+      const Clock::duration off = (t.wall - since_.wall) - (t.cpu - since_.cpu);
+      if (off > kSlack) total_ += off;
+    }
+    awake_ = true;
+    since_ = t;
+  }
+  // The thread, running at `t`, is about to sleep until `until` at the latest.
+  void sleeping(const Instant& t, Clock::time_point until) {
+    ran(t);
+    awake_ = false;
+    planned_ = until;
+  }
+  // The thread runs again at `t`: what passed beyond the planned wake-up (and kSlack) is
   // lateness. A thread woken early by an event accrues none.
-  void woke(Clock::time_point now) {
-    if (planned_ != Clock::time_point::max() && now > planned_ + kSlack) total_ += now - planned_;
+  void woke(const Instant& t) {
+    if (planned_ != Clock::time_point::max() && t.wall > planned_ + kSlack) {
+      total_ += t.wall - planned_;
+    }
     planned_ = Clock::time_point::max();
+    awake_ = true;
+    since_ = t;
   }
   // Lateness accrued since this meter was made.
   Clock::duration total() const { return total_; }
@@ -42,6 +85,8 @@ class LatenessMeter {
 
  private:
   Clock::time_point planned_ = Clock::time_point::max();
+  bool awake_ = false;  // between woke() or ran() and sleeping()
+  Instant since_{};     // when the current stretch of running was last measured
   Clock::duration total_{0};
 };
 

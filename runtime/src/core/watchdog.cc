@@ -198,16 +198,19 @@ void Watchdog::loop(std::stop_token st) {
       std::lock_guard lock(mu_);
       timeout = pollTimeoutMs(Clock::now());
     }
-    lateness_.sleeping(Clock::now() + milliseconds(timeout));
+    const auto t = LatenessMeter::Instant::now();
+    lateness_.sleeping(t, t.wall + milliseconds(timeout));
     ::poll(fds.data(), fds.size(), timeout);
-    lateness_.woke(Clock::now());
+    lateness_.woke(LatenessMeter::Instant::now());
     if (fds[0].revents & POLLIN) {
       uint64_t v;
       ssize_t rc = ::read(wake_fd_, &v, sizeof(v));
       (void)rc;
     }
     std::lock_guard lock(mu_);
-    const auto now = Clock::now();
+    const auto instant = LatenessMeter::Instant::now();
+    lateness_.ran(instant);  // time this thread was stopped or preempted is not the store's silence
+    const auto now = instant.wall;
     std::erase_if(entries_, [&](Entry& e) {
       short revents = 0;
       for (size_t i = 1; i < fds.size(); ++i) {

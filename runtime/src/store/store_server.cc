@@ -15,7 +15,9 @@ void Server::run(const std::stop_token& st) {
   detail::nameThisThread("mw-store", options_.world_name);
   while (!st.stop_requested()) {
     pollOnce();
-    runTimers(Clock::now());
+    const auto t = detail::LatenessMeter::Instant::now();
+    lateness_.ran(t);  // time this thread was stopped or preempted is not members' silence
+    runTimers(t.wall);
     drainReady();
     reap();
   }
@@ -49,9 +51,10 @@ void Server::pollOnce() {
   wait = std::clamp<Clock::duration>(wait, Clock::duration::zero(), std::chrono::seconds(1));
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  lateness_.sleeping(Clock::now() + wait);
+  const auto t = detail::LatenessMeter::Instant::now();
+  lateness_.sleeping(t, t.wall + wait);
   const int ready = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-  lateness_.woke(Clock::now());
+  lateness_.woke(detail::LatenessMeter::Instant::now());
   if (ready <= 0) return;  // timeout or EINTR
   if (fds[0].revents) {
     uint64_t count;
