@@ -1,4 +1,5 @@
-// A free TCP port on the loopback interface, for stores that a scenario's worlds will bind.
+// The stores of a scenario's worlds: a free TCP port on the loopback interface for each, and the
+// run's token.
 #pragma once
 
 #include <arpa/inet.h>
@@ -11,6 +12,11 @@
 #include <random>
 
 namespace mw::chaos {
+
+// The environment variable through which mwchaos gives each worker its run's store token (random
+// per run: mw::randomStoreToken). Never a command-line argument: /proc/<pid>/cmdline is readable
+// by every local user, /proc/<pid>/environ by the process's own user only.
+inline constexpr const char* kTokenVariable = "MW_CHAOS_STORE_TOKEN";
 
 // A TCP port that was free a moment ago on 127.0.0.1 (0 when none could be bound). Another
 // process may take it before it is used; the store binds with SO_REUSEADDR.

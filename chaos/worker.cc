@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "chaos/ports.h"
 #include "multiworld/multiworld.h"
 
 #if MW_CONFIG_WITH_NCCL
@@ -135,6 +136,7 @@ class Worker {
       o.size = w.at("size").get<int>();
       o.store.host = w.value("host", std::string("127.0.0.1"));
       o.store.port = w.at("port").get<uint16_t>();
+      if (const char* token = std::getenv(mw::chaos::kTokenVariable)) o.token = token;
       auto backend = mw::parseBackend(w.value("backend", std::string("gloo")));
       if (!backend.ok()) fatal(backend.status().message());
       o.backend = *backend;
@@ -404,7 +406,9 @@ int main(int argc, char** argv) {
   if (argc != 3 || std::strcmp(argv[1], "--config") != 0) {
     std::fprintf(stderr,
                  "usage: mw_worker --config '<json>'\n"
-                 "The chaos harness (mwchaos) starts this program, one per scenario role.\n");
+                 "The chaos harness (mwchaos) starts this program, one per scenario role.\n"
+                 "Its worlds' store token comes from the environment variable "
+                 "MW_CHAOS_STORE_TOKEN (none when unset).\n");
     return 2;
   }
   struct sigaction sa {};

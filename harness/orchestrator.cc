@@ -25,6 +25,7 @@
 #include "chaos/ports.h"
 #include "chaos/process.h"
 #include "multiworld/status.h"
+#include "multiworld/store.h"
 
 namespace mw::harness {
 
@@ -160,6 +161,14 @@ class Run {
         }
       }
     }
+    // Every world of this run gets this run's random token: other local processes cannot join
+    // or disturb them. It reaches the workers in their environment, never on a command line.
+    auto token = mw::randomStoreToken();
+    if (!token.ok()) {
+      fail(RunOutcome::kHarnessError, "making the run's store token: " + token.status().message());
+      return;
+    }
+    token_env_ = std::string(chaos::kTokenVariable) + "=" + *token;
     if (!posix_roles_.empty()) {
       auto preload = chaos::posixPreload();
       if (!preload.ok()) {
@@ -257,7 +266,7 @@ class Run {
       prefix = w.fifo_dir + "/fiu";
     }
     const std::string netns = net_ ? net_->netns(s_.roles.at(role).host) : "";
-    std::vector<std::string> env;
+    std::vector<std::string> env{token_env_};
     if (posix_roles_.count(role)) env.push_back(posix_env_);  // libfiu's POSIX preload
     auto p = chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()}, netns,
                                    env);
@@ -690,6 +699,7 @@ class Run {
   std::map<std::string, std::string> devices_;
   std::set<std::string> fifo_roles_;
   std::set<std::string> posix_roles_;  // started with libfiu's POSIX preload
+  std::string token_env_;               // "MW_CHAOS_STORE_TOKEN=<this run's token>"
   std::string posix_env_;              // "LD_PRELOAD=..." for them
   std::map<std::string, Worker> workers_;
   std::unique_ptr<chaos::SimNet> net_;

@@ -50,7 +50,21 @@ struct StoreServerOptions {
   std::string world_name;
   int world_size = 0;
   std::chrono::milliseconds heartbeat_timeout{1000};  // >= 10 ms
+  // Limits on clients that have not completed the handshake (HELLO, and AUTH when there is a
+  // token), so that nobody who cannot authenticate can starve the members: such a connection may
+  // send frames of kMaxHandshakeFrameBytes (256) at most, is closed when its handshake is not done
+  // within `handshake_timeout`, and at most `max_handshaking` of them are open at once (beyond,
+  // the oldest is closed, or the newest while the oldest is younger than 50 ms).
+  std::chrono::milliseconds handshake_timeout{10000};  // 1 ms .. 30 days
+  size_t max_handshaking = 64;                         // >= 1
+  // Input buffered for all connections together. Over it, the connection holding the most is
+  // closed with ERROR unavailable; the store and its other connections live on.
+  size_t max_buffered_bytes = size_t{256} << 20;  // >= max_frame_bytes + 4
 };
+
+// A fresh random store token: 64 hex digits (32 bytes from the operating system's generator,
+// through OpenSSL). kUnavailable if the generator fails. Thread-safe.
+Result<std::string> randomStoreToken();
 
 // A TCP key-value server with one event-loop thread owned by the object.
 // Thread rules: start/port/stop/destructor may be called from any thread; stop is idempotent.

@@ -45,14 +45,19 @@ struct PendingWait {
 };
 
 struct Conn {
-  Conn(uint64_t conn_id, Fd socket, size_t max_frame, bool need_token)
-      : id(conn_id), io(std::move(socket), max_frame), authed(!need_token) {}
+  Conn(uint64_t conn_id, Fd socket, Clock::time_point now)
+      : id(conn_id), io(std::move(socket), kMaxHandshakeFrameBytes), accepted_at(now) {}
 
   uint64_t id;
   FramedConn io;
   ConnState state = ConnState::kOpen;
-  bool authed;
+  // The handshake (store_handshake.cc): HELLO seen, CHALLENGE sent, and done (authed).
   bool hello_seen = false;
+  bool authed = false;
+  std::string client_nonce;
+  std::string server_nonce;  // non-empty once CHALLENGE was sent
+  Clock::time_point accepted_at;
+  size_t counted_in = 0;  // this connection's input as counted in Server::buffered_in_
   bool write_shut = false;
   int rank = -1;  // member rank, -1 for plain clients
   bool reported_broken = false;
@@ -68,13 +73,6 @@ struct MemberEvent {
   std::string detail;
 };
 
-inline bool tokenEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;  // constant time for equal lengths
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 inline std::string quoteKeys(const std::vector<std::string>& keys) {
   std::string out;
   for (size_t i = 0; i < keys.size() && i < 8; ++i) out += (i ? ", '" : "'") + keys[i] + "'";
@@ -88,6 +86,15 @@ inline Status validate(const StoreServerOptions& o) {
     return bad("max_frame_bytes " + std::to_string(o.max_frame_bytes) + " is outside [64, 2^32)");
   }
   if (o.max_connections < 1) return bad("max_connections must be at least 1");
+  if (o.max_handshaking < 1) return bad("max_handshaking must be at least 1");
+  if (o.handshake_timeout < milliseconds(1) || o.handshake_timeout.count() > kMaxTimeoutMs) {
+    return bad("handshake_timeout " + std::to_string(o.handshake_timeout.count()) +
+               " ms is outside [1 ms, 30 days]");
+  }
+  if (o.max_buffered_bytes < o.max_frame_bytes + kFrameHeaderBytes) {
+    return bad("max_buffered_bytes " + std::to_string(o.max_buffered_bytes) +
+               " is below one frame (max_frame_bytes + 4)");
+  }
   if (o.token.size() > kMaxKeyBytes) return bad("token is longer than 4096 bytes");
   if (o.world_size < 0) return bad("world_size " + std::to_string(o.world_size) + " < 0");
   if (o.world_size == 0) return Status::Ok();
@@ -161,7 +168,16 @@ class Server final : public StoreServer {
   void processFrames(Conn& c);
   void handle(Conn& c, Message& m);
   void handleKv(Conn& c, Message& m);
+  // The handshake and the limits on connections (store_handshake.cc).
   void onHello(Conn& c, const msg::Hello& m);
+  void onAuth(Conn& c, const msg::Auth& m);
+  void handshakeDone(Conn& c);
+  void admit(Fd fd);
+  bool evictHandshaking(bool any_age);
+  void handshakeTimers(Clock::time_point now);
+  Clock::time_point handshakeDeadline() const;
+  void account(Conn& c);
+  void enforceBudget();
   void onCompareSet(Conn& c, const msg::CompareSet& m);
   void startWait(Conn& c, std::vector<std::string> keys, bool is_get, int64_t timeout_ms);
   void endWait(Conn& c);
@@ -186,6 +202,9 @@ class Server final : public StoreServer {
   // Loop thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   size_t open_conns_ = 0;
+  size_t handshaking_ = 0;                // open connections whose handshake is not done
+  std::deque<uint64_t> handshake_order_;  // their ids in accept order (closed ones linger here)
+  size_t buffered_in_ = 0;                // input buffered for every connection
   uint64_t next_id_ = 1;
   KvTable table_;
   std::vector<uint64_t> members_;  // rank -> conn id, 0 when not joined

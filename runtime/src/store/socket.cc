@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "store/auth.h"
 #include "store/wire.h"
 
 namespace mw {
@@ -296,31 +297,102 @@ Status FramedConn::readAvailable(size_t budget, bool keep, size_t* got) {
   return Status::Ok();
 }
 
+namespace {
+
+// The next frame of the greeting, decoded; an ERROR reply becomes its status. `*closed` is set
+// when the connection closed or failed before a frame came.
+Result<Message> greetingReply(int fd, const StoreAddress& address, Deadline deadline,
+                              bool* closed) {
+  auto payload = recvFrame(fd, kMaxReplyBytes, deadline);
+  if (!payload.ok()) {
+    *closed = payload.status().code() == Code::kIoError;
+    return payload.status();
+  }
+  auto reply = decodePayload(*payload);
+  if (!reply.ok()) return reply.status();
+  if (auto* error = std::get_if<msg::Error>(&*reply)) {
+    return Status(error->code, "store " + address.str() + ": " + error->message);
+  }
+  return reply;
+}
+
+// One attempt at connecting and greeting. `*closed` tells whether it failed because the
+// connection closed or failed under it (worth another attempt).
+Result<Fd> greetOnce(const StoreAddress& address, const std::string& token, Deadline deadline,
+                     bool* closed) {
+  *closed = false;
+  auto client_nonce = auth::randomBytes(auth::kNonceBytes);
+  if (!client_nonce.ok()) return client_nonce.status();
+  auto fd = connectTcp(address, deadline);
+  if (!fd.ok()) return fd.status();
+  auto prefix = [&](const Status& s) {
+    if (s.code() == Code::kPermissionDenied || s.message().rfind("store ", 0) == 0) return s;
+    return Status(s.code() == Code::kTimeout ? Code::kTimeout : Code::kIoError,
+                  "store " + address.str() + ": greeting failed: " + s.message());
+  };
+  auto unexpected = [&](const Message& m) {
+    return prefix(
+        Status(Code::kIoError, std::string("unexpected reply ") + msgTypeName(typeOf(m))));
+  };
+  Status sent =
+      sendAll(fd->get(), encodeFrame(msg::Hello{kProtocolVersion, *client_nonce}), deadline);
+  if (!sent.ok()) {
+    *closed = sent.code() == Code::kIoError;
+    return prefix(sent);
+  }
+  auto reply = greetingReply(fd->get(), address, deadline, closed);
+  if (!reply.ok()) return prefix(reply.status());
+  if (std::holds_alternative<msg::Ok>(*reply)) {
+    if (token.empty()) return fd;
+    // It asked for no proof, so it cannot know the token: not the store this caller was sent to.
+    return Status(Code::kPermissionDenied,
+                  "store " + address.str() +
+                      " requires no token, but this client has one: it is not the store that "
+                      "token belongs to");
+  }
+  auto* challenge = std::get_if<msg::Challenge>(&*reply);
+  if (challenge == nullptr) return unexpected(*reply);
+  if (token.empty()) {
+    return Status(Code::kPermissionDenied,
+                  "store " + address.str() + " requires a token, and this client has none");
+  }
+  if (!auth::equalProofs(challenge->server_proof,
+                         auth::serverProof(token, *client_nonce, challenge->server_nonce))) {
+    return Status(Code::kPermissionDenied,
+                  "store " + address.str() +
+                      " could not prove that it holds this client's token (a different token, "
+                      "or not the world's store)");
+  }
+  sent = sendAll(
+      fd->get(),
+      encodeFrame(msg::Auth{auth::clientProof(token, *client_nonce, challenge->server_nonce)}),
+      deadline);
+  if (!sent.ok()) {
+    *closed = sent.code() == Code::kIoError;
+    return prefix(sent);
+  }
+  reply = greetingReply(fd->get(), address, deadline, closed);
+  if (!reply.ok()) return prefix(reply.status());
+  if (!std::holds_alternative<msg::Ok>(*reply)) return unexpected(*reply);
+  return fd;
+}
+
+}  // namespace
+
 Result<Fd> connectAndGreet(const StoreAddress& address, const std::string& token,
                            Deadline deadline) {
   if (token.size() > kMaxKeyBytes) {
     return Status(Code::kInvalidArgument, "store token is longer than 4096 bytes");
   }
-  auto fd = connectTcp(address, deadline);
-  if (!fd.ok()) return fd.status();
-  auto prefix = [&](const Status& s) {
-    return Status(s.code() == Code::kTimeout ? Code::kTimeout : Code::kIoError,
-                  "store " + address.str() + ": greeting failed: " + s.message());
-  };
-  Status sent = sendAll(fd->get(), encodeFrame(msg::Hello{kProtocolVersion, token}), deadline);
-  if (!sent.ok()) return prefix(sent);
-  auto payload = recvFrame(fd->get(), kMaxReplyBytes, deadline);
-  if (!payload.ok()) return prefix(payload.status());
-  auto reply = decodePayload(*payload);
-  if (!reply.ok()) return prefix(reply.status());
-  if (auto* error = std::get_if<msg::Error>(&*reply)) {
-    return Status(error->code, "store " + address.str() + ": " + error->message);
+  // A store under a flood of connections may close ours during the handshake (store-protocol.md,
+  // "Limits"): like a refused connection, that is tried again until the deadline.
+  while (true) {
+    bool closed = false;
+    auto fd = greetOnce(address, token, deadline, &closed);
+    if (fd.ok() || !closed || Clock::now() >= deadline) return fd;
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(10), timeUntil(deadline)));
   }
-  if (!std::holds_alternative<msg::Ok>(*reply)) {
-    return prefix(
-        Status(Code::kIoError, std::string("unexpected reply ") + msgTypeName(typeOf(*reply))));
-  }
-  return fd;
 }
 
 }  // namespace store

@@ -7,6 +7,7 @@ namespace store {
 namespace server_impl {
 
 void Server::runTimers(Clock::time_point now) {
+  handshakeTimers(now);
   for (auto& [id, c] : conns_) {
     if (c->state == ConnState::kLingering && now >= c->linger_until) c->state = ConnState::kDead;
     if (c->wait && now >= c->wait->deadline) {
@@ -48,6 +49,13 @@ void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
   if (c.rank >= 0) {
     return queue(c, msg::Error{Code::kInvalidUsage,
                                "this connection already joined as rank " + std::to_string(c.rank)});
+  }
+  if (m.rank >= 0 && m.rank < options_.world_size) {
+    // The rank's earlier connection may have closed in this very wake-up: notice that first, so
+    // that a member restarted before the world formed takes its place (closeConn frees it).
+    if (Conn* old = find(members_[static_cast<size_t>(m.rank)]); old != nullptr && old != &c) {
+      readAvailable(*old);
+    }
   }
   std::string error = joinError(m);
   if (!error.empty()) return queue(c, msg::Error{Code::kInvalidArgument, error});

@@ -84,6 +84,7 @@ Clock::time_point Server::nextTimer() const {
     }
   }
   if (has_members) next = std::min(next, next_ping_);
+  next = std::min(next, handshakeDeadline());
   if (accept_paused_until_ > Clock::now()) next = std::min(next, accept_paused_until_);
   return next;
 }
@@ -91,7 +92,9 @@ Clock::time_point Server::nextTimer() const {
 bool Server::wantsRead(const Conn& c) const {
   if (c.state == ConnState::kLingering) return true;  // drain and discard until EOF
   if (c.state != ConnState::kOpen || c.io.pending() >= kOutHighWater) return false;
-  size_t cap = c.wait ? kInWhileWaiting : options_.max_frame_bytes + kFrameHeaderBytes;
+  size_t cap = !c.authed ? kMaxHandshakeFrameBytes + kFrameHeaderBytes
+               : c.wait  ? kInWhileWaiting
+                         : options_.max_frame_bytes + kFrameHeaderBytes;
   return c.io.in().buffered() < cap;
 }
 
@@ -101,37 +104,37 @@ bool Server::runnable(const Conn& c) const {
 }
 
 void Server::acceptAll() {
+  bool evicted = false;
   while (true) {
     int raw = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (raw < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      // Out of descriptors or memory: stop polling the listener for a while instead of spinning.
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        accept_paused_until_ = Clock::now() + kAcceptPause;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      // Out of descriptors: the oldest connection still in its handshake gives its own up, once
+      // per pass, so that a flood of idle sockets cannot keep members out; otherwise stop polling
+      // the listener for a while instead of spinning.
+      if ((errno == EMFILE || errno == ENFILE) && !evicted && evictHandshaking(true)) {
+        evicted = true;
+        continue;
       }
+      accept_paused_until_ = Clock::now() + kAcceptPause;
       return;
     }
     Fd fd(raw);
     setNoDelay(fd.get()).ignore();
-    uint64_t id = next_id_++;
-    auto conn = std::make_unique<Conn>(id, std::move(fd), options_.max_frame_bytes,
-                                       !options_.token.empty());
-    Conn& c = *conn;
-    conns_.emplace(id, std::move(conn));
-    ++open_conns_;
-    if (open_conns_ > options_.max_connections) {
-      refuse(c, Code::kUnavailable,
-             "store has reached its limit of " + std::to_string(options_.max_connections) +
-                 " connections");
-    }
+    admit(std::move(fd));
   }
 }
 
 void Server::readAvailable(Conn& c) {
   size_t got = 0;
-  Status read = c.io.readAvailable(kReadBudget, c.state == ConnState::kOpen, &got);
+  // Before its handshake a connection may hold one small frame, never more.
+  const size_t budget = c.authed ? kReadBudget : kMaxHandshakeFrameBytes + kFrameHeaderBytes;
+  Status read = c.io.readAvailable(budget, c.state == ConnState::kOpen, &got);
   if (got > 0 && c.rank >= 0) heard(c, Clock::now());
-  if (read.ok()) return;
+  account(c);
+  if (buffered_in_ > options_.max_buffered_bytes) enforceBudget();
+  if (read.ok() || c.state == ConnState::kDead) return;
   // Requests that arrived just before the close still count (a BROKEN report, then exit).
   if (c.state == ConnState::kOpen) processFrames(c);
   failConn(c, read);
@@ -163,12 +166,19 @@ void Server::queue(Conn& c, const Message& m) {
 void Server::closeConn(Conn& c, Cause cause, const std::string& detail, bool linger) {
   if (c.state == ConnState::kDead) return;
   if (c.rank >= 0) {
-    events_.push_back({c.rank, cause, detail});
+    // Before the world has formed a rank that goes is no loss: its slot is free for a new
+    // connection of that rank (store-protocol.md, "Membership").
+    if (assembled_) events_.push_back({c.rank, cause, detail});
     members_[static_cast<size_t>(c.rank)] = 0;
     c.rank = -1;
   }
   if (c.wait) endWait(c);
-  if (c.state == ConnState::kOpen) --open_conns_;
+  if (c.state == ConnState::kOpen) {
+    --open_conns_;
+    if (!c.authed) --handshaking_;
+  }
+  c.io.in().clear();  // nothing more is served from it
+  account(c);
   if (linger && c.state == ConnState::kOpen) {
     c.state = ConnState::kLingering;
     c.linger_until = Clock::now() + kLinger;
@@ -205,11 +215,12 @@ void Server::processFrames(Conn& c) {
   while (c.state == ConnState::kOpen && !c.wait && c.io.pending() < kOutHighWater) {
     auto next = c.io.in().next(&payload);
     if (!next.ok()) return protocolError(c, next.status().message());
-    if (!*next) return;
+    if (!*next) break;
     auto m = decodePayload(payload);
     if (!m.ok()) return protocolError(c, m.status().message());
     handle(c, *m);
   }
+  account(c);
 }
 
 void Server::reap() {
@@ -229,11 +240,15 @@ Conn* Server::find(uint64_t id) {
 
 void Server::handle(Conn& c, Message& m) {
   MsgType type = typeOf(m);
-  if (type == MsgType::kHello) return onHello(c, std::get<msg::Hello>(m));
   if (!c.authed) {
-    return refuse(
-        c, Code::kPermissionDenied,
-        std::string("the store requires a token: send HELLO before ") + msgTypeName(type));
+    if (type == MsgType::kHello) return onHello(c, std::get<msg::Hello>(m));
+    if (type == MsgType::kAuth) return onAuth(c, std::get<msg::Auth>(m));
+    return refuse(c, Code::kPermissionDenied,
+                  std::string("the handshake comes first: send HELLO") +
+                      (options_.token.empty() ? "" : " and AUTH") + " before " + msgTypeName(type));
+  }
+  if (type == MsgType::kHello || type == MsgType::kAuth) {
+    return protocolError(c, std::string("duplicate ") + msgTypeName(type));
   }
   switch (type) {
     case MsgType::kMemberJoin:
@@ -281,20 +296,6 @@ void Server::handleKv(Conn& c, Message& m) {
       return protocolError(
           c, std::string("unexpected ") + msgTypeName(typeOf(m)) + " frame from a client");
   }
-}
-
-void Server::onHello(Conn& c, const msg::Hello& m) {
-  if (c.hello_seen) return protocolError(c, "duplicate HELLO");
-  c.hello_seen = true;
-  if (m.version != kProtocolVersion) {
-    return protocolError(c, "client speaks store protocol version " + std::to_string(m.version) +
-                                ", this store speaks " + std::to_string(kProtocolVersion));
-  }
-  if (!options_.token.empty() && !tokenEquals(m.token, options_.token)) {
-    return refuse(c, Code::kPermissionDenied, "wrong store token");
-  }
-  c.authed = true;
-  queue(c, msg::Ok{});
 }
 
 void Server::onCompareSet(Conn& c, const msg::CompareSet& m) {

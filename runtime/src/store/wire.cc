@@ -7,12 +7,15 @@
 namespace mw::store {
 namespace {
 
+constexpr size_t kMaxNonceBytes = 64;  // nonces and proofs on the wire
+
 constexpr std::array<MsgType, std::variant_size_v<Message>> kTypes = {
     MsgType::kHello,      MsgType::kSet,       MsgType::kGet,        MsgType::kWait,
     MsgType::kCheck,      MsgType::kAdd,       MsgType::kCompareSet, MsgType::kDelete,
-    MsgType::kMemberJoin, MsgType::kHeartbeat, MsgType::kBroken,     MsgType::kOk,
-    MsgType::kValue,      MsgType::kBool,      MsgType::kInt,        MsgType::kTimeout,
-    MsgType::kError,      MsgType::kJoinOk,    MsgType::kPing,       MsgType::kNotice};
+    MsgType::kMemberJoin, MsgType::kHeartbeat, MsgType::kBroken,     MsgType::kAuth,
+    MsgType::kOk,         MsgType::kValue,     MsgType::kBool,       MsgType::kInt,
+    MsgType::kTimeout,    MsgType::kError,     MsgType::kJoinOk,     MsgType::kPing,
+    MsgType::kNotice,     MsgType::kChallenge};
 
 // Appends fields to a payload.
 class Writer {
@@ -41,7 +44,12 @@ class Writer {
 
 void put(Writer& w, const msg::Hello& m) {
   w.i64(m.version);
-  w.str(m.token);
+  w.str(m.client_nonce);
+}
+void put(Writer& w, const msg::Auth& m) { w.str(m.client_proof); }
+void put(Writer& w, const msg::Challenge& m) {
+  w.str(m.server_nonce);
+  w.str(m.server_proof);
 }
 void put(Writer& w, const msg::Set& m) {
   w.str(m.key);
@@ -195,7 +203,7 @@ Message decodeRequest(MsgType type, Reader& r) {
     case MsgType::kHello: {
       msg::Hello m;
       m.version = r.i64("version");
-      m.token = r.str("token", kMaxKeyBytes);
+      m.client_nonce = r.str("client_nonce", kMaxNonceBytes);
       return m;
     }
     case MsgType::kSet: {
@@ -249,6 +257,8 @@ Message decodeMember(MsgType type, Reader& r) {
     }
     case MsgType::kHeartbeat:
       return msg::Heartbeat{};
+    case MsgType::kAuth:
+      return msg::Auth{r.str("client_proof", kMaxNonceBytes)};
     default: {
       msg::Broken m;
       m.cause = r.cause();
@@ -284,6 +294,12 @@ Message decodeReply(MsgType type, Reader& r) {
     }
     case MsgType::kPing:
       return msg::Ping{};
+    case MsgType::kChallenge: {
+      msg::Challenge m;
+      m.server_nonce = r.str("server_nonce", kMaxNonceBytes);
+      m.server_proof = r.str("server_proof", kMaxNonceBytes);
+      return m;
+    }
     default: {
       msg::Notice m;
       m.rank = r.i64("rank");
@@ -326,6 +342,8 @@ const char* msgTypeName(MsgType type) {
       return "HEARTBEAT";
     case MsgType::kBroken:
       return "BROKEN";
+    case MsgType::kAuth:
+      return "AUTH";
     case MsgType::kOk:
       return "OK";
     case MsgType::kValue:
@@ -344,6 +362,8 @@ const char* msgTypeName(MsgType type) {
       return "PING";
     case MsgType::kNotice:
       return "NOTICE";
+    case MsgType::kChallenge:
+      return "CHALLENGE";
   }
   return "UNKNOWN";
 }
@@ -373,7 +393,7 @@ Result<Message> decodePayload(std::string_view payload) {
   Message m;
   if (type <= MsgType::kDelete) {
     m = decodeRequest(type, r);
-  } else if (type <= MsgType::kBroken) {
+  } else if (type <= MsgType::kAuth) {
     m = decodeMember(type, r);
   } else {
     m = decodeReply(type, r);

@@ -22,7 +22,7 @@
 
 namespace mw::store {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kMaxKeyBytes = 4096;  // keys, world names and tokens
 inline constexpr size_t kMaxWaitKeys = 4096;  // keys in one WAIT or CHECK
 inline constexpr size_t kFrameHeaderBytes = 4;
@@ -44,6 +44,7 @@ enum class MsgType : uint8_t {
   kMemberJoin = 9,
   kHeartbeat = 10,
   kBroken = 11,
+  kAuth = 12,
   // Server -> client.
   kOk = 64,
   kValue = 65,
@@ -54,6 +55,7 @@ enum class MsgType : uint8_t {
   kJoinOk = 70,
   kPing = 71,
   kNotice = 72,
+  kChallenge = 73,
 };
 
 // Upper-case protocol name of a type ("COMPARE_SET"), or "UNKNOWN".
@@ -62,7 +64,7 @@ const char* msgTypeName(MsgType type);
 namespace msg {
 struct Hello {
   int64_t version = kProtocolVersion;
-  std::string token;
+  std::string client_nonce;  // auth::kNonceBytes random bytes (store/auth.h)
 };
 struct Set {
   std::string key;
@@ -105,6 +107,9 @@ struct Broken {
   Cause cause = Cause::kNone;
   std::string detail;
 };
+struct Auth {
+  std::string client_proof;
+};
 struct Ok {};
 struct Value {
   std::string value;
@@ -132,13 +137,18 @@ struct Notice {
   Cause cause = Cause::kNone;
   std::string detail;
 };
+struct Challenge {
+  std::string server_nonce;
+  std::string server_proof;
+};
 }  // namespace msg
 
 // One decoded message. The alternatives are in MsgType order.
-using Message = std::variant<msg::Hello, msg::Set, msg::Get, msg::Wait, msg::Check, msg::Add,
-                             msg::CompareSet, msg::Delete, msg::MemberJoin, msg::Heartbeat,
-                             msg::Broken, msg::Ok, msg::Value, msg::Bool, msg::Int, msg::Timeout,
-                             msg::Error, msg::JoinOk, msg::Ping, msg::Notice>;
+using Message =
+    std::variant<msg::Hello, msg::Set, msg::Get, msg::Wait, msg::Check, msg::Add, msg::CompareSet,
+                 msg::Delete, msg::MemberJoin, msg::Heartbeat, msg::Broken, msg::Auth, msg::Ok,
+                 msg::Value, msg::Bool, msg::Int, msg::Timeout, msg::Error, msg::JoinOk, msg::Ping,
+                 msg::Notice, msg::Challenge>;
 
 MsgType typeOf(const Message& message);
 
@@ -148,6 +158,10 @@ std::string encodeFrame(const Message& message);
 // Decodes one payload (without the length prefix). kRemoteError naming the problem when the type is
 // unknown, a field is truncated, a limit is exceeded or bytes trail the last field.
 Result<Message> decodePayload(std::string_view payload);
+
+// Bound on a frame before the handshake is complete (HELLO, AUTH): memory a connection that has
+// not authenticated can make the server hold.
+inline constexpr size_t kMaxHandshakeFrameBytes = 256;
 
 // Splits a byte stream into payloads without trusting it. Frames whose declared length is zero or
 // above `max_frame_bytes` are reported as soon as their header arrives.
@@ -163,6 +177,13 @@ class FrameReader {
   // True when next() would return a payload or an error without more input.
   bool ready() const;
   size_t buffered() const { return buffer_.size() - offset_; }
+  // Changes the bound for frames not yet returned (a handshake's bound, then the full one).
+  void setMaxFrameBytes(size_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
+  // Drops every buffered byte and releases the memory.
+  void clear() {
+    std::string().swap(buffer_);
+    offset_ = 0;
+  }
 
  private:
   Status checkLength(uint32_t length) const;

@@ -1,0 +1,150 @@
+// StoreServer: the handshake (HELLO, CHALLENGE, AUTH: store/auth.h) and the limits that keep
+// clients which have not authenticated from starving the members: a small frame bound before the
+// handshake is done, a deadline for it, a cap on such connections, and a budget for the input
+// buffered by all connections (docs/store-protocol.md, "Limits").
+#include "store/auth.h"
+#include "store/server_impl.h"
+
+namespace mw {
+namespace store {
+namespace server_impl {
+namespace {
+
+// A connection in its handshake younger than this is not closed to make room for a newer one: a
+// client needs a round trip or two to finish, and a flood of new sockets must not cut it short.
+constexpr milliseconds kMinHandshakeAge{50};
+
+}  // namespace
+
+void Server::admit(Fd fd) {
+  const auto now = Clock::now();
+  uint64_t id = next_id_++;
+  auto conn = std::make_unique<Conn>(id, std::move(fd), now);
+  Conn& c = *conn;
+  conns_.emplace(id, std::move(conn));
+  ++open_conns_;
+  ++handshaking_;
+  handshake_order_.push_back(id);
+  if (handshaking_ > options_.max_handshaking && !evictHandshaking(false)) {
+    // Every connection in its handshake is younger than kMinHandshakeAge: the newest waits its
+    // turn (it may connect again), the others finish theirs.
+    return closeConn(c, Cause::kNone, {}, false);
+  }
+  if (open_conns_ > options_.max_connections) {
+    refuse(c, Code::kUnavailable,
+           "store has reached its limit of " + std::to_string(options_.max_connections) +
+               " connections");
+  }
+}
+
+bool Server::evictHandshaking(bool any_age) {
+  const auto now = Clock::now();
+  while (!handshake_order_.empty()) {
+    Conn* oldest = find(handshake_order_.front());
+    if (oldest == nullptr || oldest->authed) {  // closed or done since: forget it
+      handshake_order_.pop_front();
+      continue;
+    }
+    if (!any_age && now - oldest->accepted_at < kMinHandshakeAge) return false;
+    handshake_order_.pop_front();
+    // Closed at once, without a reply: it holds a descriptor someone else needs.
+    closeConn(*oldest, Cause::kNone, {}, false);
+    return true;
+  }
+  return false;
+}
+
+void Server::handshakeTimers(Clock::time_point now) {
+  while (!handshake_order_.empty()) {
+    Conn* oldest = find(handshake_order_.front());
+    if (oldest == nullptr || oldest->authed) {
+      handshake_order_.pop_front();
+      continue;
+    }
+    if (now < oldest->accepted_at + options_.handshake_timeout) return;
+    handshake_order_.pop_front();
+    queue(*oldest, msg::Error{Code::kTimeout,
+                              "handshake not completed within " +
+                                  std::to_string(options_.handshake_timeout.count()) + " ms"});
+    closeConn(*oldest, Cause::kNone, {}, false);
+  }
+}
+
+Clock::time_point Server::handshakeDeadline() const {
+  // Connections are admitted in order, so the first one still in its handshake is due first.
+  for (uint64_t id : handshake_order_) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->state != ConnState::kOpen || it->second->authed) continue;
+    return it->second->accepted_at + options_.handshake_timeout;
+  }
+  return Clock::time_point::max();
+}
+
+void Server::onHello(Conn& c, const msg::Hello& m) {
+  if (c.hello_seen) return protocolError(c, "duplicate HELLO");
+  c.hello_seen = true;
+  if (m.version != kProtocolVersion) {
+    return protocolError(c, "client speaks store protocol version " + std::to_string(m.version) +
+                                ", this store speaks " + std::to_string(kProtocolVersion));
+  }
+  if (options_.token.empty()) {
+    handshakeDone(c);
+    return queue(c, msg::Ok{});
+  }
+  if (m.client_nonce.size() != auth::kNonceBytes) {
+    return refuse(c, Code::kPermissionDenied,
+                  "HELLO carries a client nonce of " + std::to_string(m.client_nonce.size()) +
+                      " bytes; this store requires a token and a nonce of " +
+                      std::to_string(auth::kNonceBytes));
+  }
+  auto nonce = auth::randomBytes(auth::kNonceBytes);
+  if (!nonce.ok()) return refuse(c, nonce.status().code(), nonce.status().message());
+  c.client_nonce = m.client_nonce;
+  c.server_nonce = *nonce;
+  queue(c, msg::Challenge{c.server_nonce,
+                          auth::serverProof(options_.token, c.client_nonce, c.server_nonce)});
+}
+
+void Server::onAuth(Conn& c, const msg::Auth& m) {
+  if (c.server_nonce.empty()) {
+    return refuse(c, Code::kPermissionDenied, "AUTH before this store's CHALLENGE");
+  }
+  if (!auth::equalProofs(m.client_proof,
+                         auth::clientProof(options_.token, c.client_nonce, c.server_nonce))) {
+    return refuse(c, Code::kPermissionDenied, "wrong store token");
+  }
+  handshakeDone(c);
+  queue(c, msg::Ok{});
+}
+
+void Server::handshakeDone(Conn& c) {
+  c.authed = true;
+  --handshaking_;
+  c.io.in().setMaxFrameBytes(options_.max_frame_bytes);
+}
+
+void Server::account(Conn& c) {
+  const size_t now_in = c.io.in().buffered();
+  buffered_in_ = buffered_in_ - c.counted_in + now_in;
+  c.counted_in = now_in;
+}
+
+void Server::enforceBudget() {
+  while (buffered_in_ > options_.max_buffered_bytes) {
+    Conn* largest = nullptr;
+    for (auto& [id, c] : conns_) {
+      if (c->state == ConnState::kOpen && (!largest || c->counted_in > largest->counted_in)) {
+        largest = c.get();
+      }
+    }
+    if (largest == nullptr || largest->counted_in == 0) return;
+    refuse(*largest, Code::kUnavailable,
+           "this connection's " + std::to_string(largest->counted_in) +
+               " buffered bytes put the store over its input budget of " +
+               std::to_string(options_.max_buffered_bytes) + " bytes");
+  }
+}
+
+}  // namespace server_impl
+}  // namespace store
+}  // namespace mw
