@@ -42,7 +42,10 @@ const char kUsage[] =
     "               no data moves (one process; no targets).\n"
     "  starvation   busy-loop hogs oversubscribe the cores 4x while several worlds (500 ms\n"
     "               heartbeat) stream: no world may break; then SIGSTOP of a member under the\n"
-    "               same load must be detected within timeout + 250 ms.\n";
+    "               same load must be detected within timeout + 250 ms.\n"
+    "  store-attack a world's store attacked by clients without its token (idle sockets,\n"
+    "               slowloris, 16 MiB frames, wrong proofs, a stale rank) while the world\n"
+    "               forms and works: it must form, stay healthy and keep memory bounded.\n";
 
 int help(const char* sub) {
   std::string s = sub;
@@ -60,6 +63,8 @@ int help(const char* sub) {
     std::fputs(mwb::kOverheadHelp, stdout);
   else if (s == "starvation")
     std::fputs(mwb::kStarvationHelp, stdout);
+  else if (s == "store-attack")
+    std::fputs(mwb::kStoreAttackHelp, stdout);
   else
     std::fputs(kUsage, stdout);
   return 0;
@@ -95,6 +100,7 @@ int main(int argc, char** argv) {
     if (sub == "latency") return mwb::runLatency(argc, argv, 2);
     if (sub == "overhead") return mwb::runOverhead(argc, argv, 2);
     if (sub == "starvation") return mwb::runStarvation(argc, argv, 2);
+    if (sub == "store-attack") return mwb::runStoreAttack(argc, argv, 2);
     throw mwb::UsageError("unknown subcommand '" + sub + "'");
   } catch (const mwb::UsageError& e) {
     std::fprintf(stderr, "mw_bench: %s\n\n%s", e.what(), kUsage);

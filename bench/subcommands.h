@@ -12,6 +12,7 @@ int runCreation(int argc, char** argv, int first);
 int runLatency(int argc, char** argv, int first);   // diagnostic, no targets
 int runOverhead(int argc, char** argv, int first);  // diagnostic, no targets
 int runStarvation(int argc, char** argv, int first);
+int runStoreAttack(int argc, char** argv, int first);
 
 extern const char* const kThroughputHelp;
 extern const char* const kTwoWorldsHelp;
@@ -20,5 +21,6 @@ extern const char* const kCreationHelp;
 extern const char* const kLatencyHelp;
 extern const char* const kOverheadHelp;
 extern const char* const kStarvationHelp;
+extern const char* const kStoreAttackHelp;
 
 }  // namespace mwb

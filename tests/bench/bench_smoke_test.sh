@@ -65,6 +65,11 @@ run two-worlds --reps 1 --size 1M --rep-seconds 0.02 --settle-ms 10 --idle-reps 
 grep -q "CPU share an idle B takes" "$work/two-worlds.out" || fail "two-worlds: no CPU share line"
 field two-worlds 'd["idle_world_cpu_cores"]["n"] == 1 and "target_loss_lt_1pct_pass" in d'
 
+# The store attacked while its world forms and works (issue 12): the world must form, stay
+# healthy, and the attackers must have been turned away.
+run store-attack --seconds 2 --idle 200 --slow 50 --strict
+field store-attack 'd["formed"] and d["healthy"] and d["rss_growth_mib"] < 64 and d["idle_closed"] > 0 and d["slow_closed"] >= 0 and d["oversized_closed"] > 0 and d["auth_refused"] > 0'
+
 run creation --reps 2 --no-four
 field creation 'd is not None'
 

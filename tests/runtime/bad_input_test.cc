@@ -43,6 +43,7 @@ TEST_CASE("world options are validated with messages naming the field", "[runtim
   check(o, "executor_grace 11000000 us must be between 0 and 10 s");
   o = opts("w", 1, 2, 0);
   check(o, "store port 0");
+  check(opts("w", 0, mw::kMaxWorldSize + 1), "size 4097 must be between 1 and 4096");
   CHECK(m.worlds().empty());
 }
 

@@ -1,5 +1,6 @@
 // Teardown and reuse: removing a world releases everything; its name can be used again at once.
 #include <dirent.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -231,4 +232,114 @@ TEST_CASE("a member that leaves right after a final all_reduce is reported as ha
     CHECK(info->broken->peer_rank == leaver);
     REQUIRE(m.removeWorld("leave").ok());
   }
+}
+
+namespace {
+
+// Sets the soft RLIMIT_NOFILE for one scope.
+class FdLimit {
+ public:
+  explicit FdLimit(rlim_t soft) {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit l = saved_;
+    l.rlim_cur = std::min(soft, saved_.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &l);
+  }
+  ~FdLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  rlim_t soft() const {
+    rlimit l{};
+    ::getrlimit(RLIMIT_NOFILE, &l);
+    return l.rlim_cur;
+  }
+
+ private:
+  rlimit saved_{};
+};
+
+}  // namespace
+
+TEST_CASE("a world the descriptor limit cannot hold is refused before anything starts",
+          "[runtime][lifecycle]") {
+  FdLimit limit(256);
+  mw::WorldManager m;
+  mw::WorldOptions o;
+  o.name = "wide";
+  o.rank = 0;
+  o.size = 200;  // about 414 descriptors
+  mw::Status s = m.initWorld(o, mw::deadlineIn(5s));
+  CHECK(s.code() == mw::Code::kUnavailable);
+  CHECK_THAT(s.message(), Catch::Contains("needs about 414 file descriptors") &&
+                              Catch::Contains("RLIMIT_NOFILE"));
+  CHECK(m.worlds().empty());
+}
+
+TEST_CASE("a large world's initialization ends at its deadline", "[runtime][lifecycle]") {
+  // Rank 0 of 1024 alone: the rendezvous fails at the 1 s deadline. Releasing the pairs Gloo had
+  // made took a loop tick (10 ms) apiece: it returned after 11 s.
+  FdLimit limit(4096);
+  const int size = std::min<int>(1024, static_cast<int>((limit.soft() - 200) / 2));
+  mw::WorldManager m;
+  mw::WorldOptions o;
+  o.name = "large";
+  o.rank = 0;
+  o.size = size;
+  const auto t0 = mw::Clock::now();
+  mw::Status s = m.initWorld(o, mw::deadlineIn(1s));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(mw::Clock::now() - t0);
+  INFO(size << " members: " << s.toString());
+  CHECK(s.code() == mw::Code::kTimeout);
+  CHECK(ms >= 900ms);
+  CHECK(ms <= 1000ms + mw::test::scaled(1500));
+}
+
+TEST_CASE("removing a world that is still joining cancels its initialization",
+          "[runtime][lifecycle]") {
+  mw::WorldManager m0, m1;
+  mw::WorldOptions o;
+  o.name = "pending";
+  o.size = 3;
+  o.rank = 0;
+  auto j0 = m0.initWorldAsync(o, mw::Deadline::max());  // waits forever for ranks 1 and 2
+  o.rank = 1;
+  o.store.port = mw::test::LocalWorld::waitForPort(m0, "pending");
+  mw::Status s1;
+  std::thread sync([&] { s1 = m1.initWorld(o, mw::Deadline::max()); });
+  std::this_thread::sleep_for(300ms);  // both wait in the rendezvous
+  CHECK(m0.world("pending")->state == mw::WorldState::kJoining);
+
+  auto t0 = mw::Clock::now();
+  REQUIRE(m1.removeWorld("pending").ok());
+  sync.join();
+  CHECK(s1.code() == mw::Code::kAborted);
+  CHECK_THAT(s1.message(), Catch::Contains("removed while it was joining"));
+  CHECK(m1.world("pending").status().code() == mw::Code::kNotFound);
+  REQUIRE(m0.removeWorld("pending").ok());
+  CHECK(j0.wait(mw::deadlineIn(5s)).code() == mw::Code::kAborted);
+  CHECK(mw::Clock::now() - t0 <= mw::test::scaled(1000));
+  // The name is free again at once.
+  o.rank = 0;
+  o.size = 1;
+  o.store.port = 0;
+  CHECK(m0.initWorld(o, mw::deadlineIn(10s)).ok());
+}
+
+TEST_CASE("a manager destroyed while worlds join returns at once", "[runtime][lifecycle]") {
+  // Before, ~WorldManager waited for every join's deadline: forever with Deadline::max().
+  auto t0 = mw::Clock::now();
+  {
+    mw::WorldManager m;
+    mw::WorldOptions o;
+    o.size = 2;
+    o.rank = 0;
+    for (const char* name : {"a", "b", "c"}) {
+      o.name = name;
+      (void)m.initWorldAsync(o, mw::Deadline::max());
+    }
+    o.name = "d";
+    o.rank = 1;
+    o.store.port = 1;  // nobody listens: the join retries its connection until cancelled
+    (void)m.initWorldAsync(o, mw::Deadline::max());
+    std::this_thread::sleep_for(200ms);
+  }
+  CHECK(mw::Clock::now() - t0 <= 200ms + mw::test::scaled(1000));
 }

@@ -41,10 +41,17 @@ enum class WorldState : uint8_t { kJoining = 0, kHealthy = 1, kBroken = 2, kRemo
 // "joining", "healthy", "broken", "removed".
 const char* worldStateName(WorldState s);
 
+// The largest world: initialization is bounded by its deadline up to this size (measured: 4096
+// members, rendezvous failing at a 1 s deadline, returned after 1.1 s).
+inline constexpr int kMaxWorldSize = 4096;
+
 struct WorldOptions {
   std::string name;  // 1..128 characters of [A-Za-z0-9_.-]
   int rank = -1;     // this process's rank, 0 <= rank < size
-  int size = 0;      // number of members, >= 1
+  // Number of members, 1 .. kMaxWorldSize. A gloo member holds a socket per other member (twice
+  // that while connecting): a world the process's descriptor limit cannot hold is refused with
+  // kUnavailable before anything starts.
+  int size = 0;
   BackendKind backend = BackendKind::kGloo;
   // Where the world's tensors live: cpu for gloo; cuda:N for nccl (N as this process sees its GPUs
   // through CUDA_VISIBLE_DEVICES). A missing driver or GPU fails initialization with kUnavailable.
@@ -113,7 +120,8 @@ class WorldManager {
   // so a peer that closed its connection would otherwise kill the whole process, every world in
   // it, instead of failing one write with EPIPE.
   WorldManager();
-  // Removes every world (as removeWorld) and joins every thread.
+  // Cancels every initialization still joining (as removeWorld), removes every world and joins
+  // every thread.
   ~WorldManager();
   WorldManager(const WorldManager&) = delete;
   WorldManager& operator=(const WorldManager&) = delete;
@@ -135,6 +143,12 @@ class WorldManager {
   // Leaves world `name`: fails its pending operations with kAborted (unless already broken), joins
   // its threads, closes its sockets and frees its memory, then frees the name. Blocks at most a few
   // milliseconds beyond the backend's teardown. kNotFound for an unknown name.
+  // A world still joining is cancelled: its initWorld / initWorldAsync ends with kAborted ("was
+  // removed while it was joining") at its next wait for the store or for the other members'
+  // addresses (within milliseconds), and removeWorld returns once it has, the name free again.
+  // Only the connection of Gloo's pairs, after every member has published its address, is not
+  // cancellable; Gloo bounds it by the join's deadline. A world that came up just before the
+  // cancel is removed as a healthy one.
   Status removeWorld(const std::string& name);
 
   // Every world not yet removed, in name order.

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -28,14 +30,41 @@ std::string localAddress(int fd, const std::string& fallback) {
 }  // namespace
 
 World::World(WorldOptions options, uint64_t generation, WorldSink* sink)
-    : options_(std::move(options)), generation_(generation), sink_(sink) {
+    : options_(std::move(options)),
+      generation_(generation),
+      sink_(sink),
+      cancel_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   store_port_.store(options_.store.port);
+}
+
+void World::cancelJoin() {
+  join_cancelled_.store(true);
+  uint64_t one = 1;
+  if (cancel_fd_.valid()) (void)!::write(cancel_fd_.get(), &one, sizeof(one));
+}
+
+void World::joinEnded() {
+  std::lock_guard lock(mu_);
+  join_ended_ = true;
+  join_cv_.notify_all();
+}
+
+void World::waitJoinEnded() {
+  std::unique_lock lock(mu_);
+  join_cv_.wait(lock, [&] { return join_ended_; });
 }
 
 World::~World() { teardown(); }
 
 Status World::connect(Deadline deadline, const std::function<void()>& linked) {
   const auto& o = options_;
+  // Every wait for the store below (the rendezvous' included) ends when cancelJoin() is called.
+  store::CancelScope cancellable(cancel_fd_.get());
+  if (!cancel_fd_.valid()) {
+    return Status(Code::kIoError,
+                  "world '" + o.name + "': cannot create an eventfd: " + store::errnoText(errno));
+  }
+  if (joinCancelled()) return Status(Code::kAborted, "cancelled");
   // Before anything is started: a GPU world on a machine that cannot run it fails at once.
   if (Status s = checkBackendAvailable(o); !s.ok()) {
     return Status(s.code(), "world '" + o.name + "': " + s.message());

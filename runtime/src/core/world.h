@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -10,8 +11,9 @@
 
 #include "core/backend.h"
 #include "multiworld/store.h"
-#include "store/member_link.h"
 #include "multiworld/world_manager.h"
+#include "store/member_link.h"
+#include "store/socket.h"
 
 namespace mw::detail {
 
@@ -35,6 +37,13 @@ class World {
   // `linked` is called once the member link has joined, before the members connect to each
   // other (the link must be heartbeated from then on: see Watchdog::addJoining).
   Status connect(Deadline deadline, const std::function<void()>& linked);
+  // From any thread: makes a connect() in progress (or to come) end soon with kAborted, at its
+  // next wait for the store or a peer's address (store::CancelScope). Idempotent.
+  void cancelJoin();
+  bool joinCancelled() const { return join_cancelled_.load(); }
+  // The manager's join of this world has ended (either way): waitJoinEnded() returns from then on.
+  void joinEnded();
+  void waitJoinEnded();
   // joining -> healthy. Emits kCreated.
   void markHealthy();
   // Breaks the world unless broken or removed already: records the cause, aborts the backend
@@ -80,9 +89,13 @@ class World {
   std::atomic<uint16_t> store_port_{0};
   std::atomic<bool> broken_by_store_{false};
   std::atomic<Clock::time_point> drain_until_{Clock::time_point::max()};
+  std::atomic<bool> join_cancelled_{false};
+  store::Fd cancel_fd_;  // an eventfd, readable once the join is cancelled
 
   mutable std::mutex mu_;
   std::optional<BrokenInfo> broken_;  // GUARDED_BY(mu_)
+  bool join_ended_ = false;           // GUARDED_BY(mu_)
+  std::condition_variable join_cv_;
 
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreClient> client_;

@@ -1,6 +1,8 @@
 #include "multiworld/world_manager.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cctype>
@@ -93,8 +95,9 @@ Status validate(const WorldOptions& o) {
     return invalid("world name '" + o.name + "' must be 1-128 characters of [A-Za-z0-9_.-]");
   }
   const std::string w = "world '" + o.name + "': ";
-  if (o.size < 1 || o.size > 65536) {
-    return invalid(w + "size " + std::to_string(o.size) + " must be between 1 and 65536");
+  if (o.size < 1 || o.size > kMaxWorldSize) {
+    return invalid(w + "size " + std::to_string(o.size) + " must be between 1 and " +
+                   std::to_string(kMaxWorldSize));
   }
   if (o.rank < 0 || o.rank >= o.size) {
     return invalid(w + "rank " + std::to_string(o.rank) + " is out of range for size " +
@@ -139,8 +142,15 @@ WorldManager::Impl::Impl() : watchdog_(std::make_unique<detail::Watchdog>()) {}
 
 WorldManager::Impl::~Impl() {
   {
+    // Joins still running are cancelled: they end at their next wait (World::cancelJoin).
+    std::lock_guard lock(mu_);
+    for (auto& [name, w] : worlds_) {
+      if (w->state() == WorldState::kJoining) w->cancelJoin();
+    }
+  }
+  {
     std::lock_guard lock(async_mu_);
-    async_.clear();  // joins: every async initialization ends by its deadline
+    async_.clear();  // joins the threads of initWorldAsync
   }
   std::vector<std::string> names;
   {
@@ -167,8 +177,34 @@ void WorldManager::Impl::emit(WorldEvent event) {
   });
 }
 
+// A Gloo world's member holds a socket per other member, and Gloo listens on another per pair
+// while they connect: a world too large for the process's descriptor limit is refused up front,
+// rather than failing deep in the rendezvous (or making every other world of the process fail to
+// open a socket).
+Status checkDescriptors(const WorldOptions& o) {
+  if (o.backend != BackendKind::kGloo || o.size <= 64) return Status::Ok();
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return Status::Ok();
+  }
+  size_t open = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++open;
+    ::closedir(d);
+  }
+  const size_t need = 2 * static_cast<size_t>(o.size - 1) + 16;
+  if (open + need <= limit.rlim_cur) return Status::Ok();
+  return Status(Code::kUnavailable,
+                "world '" + o.name + "': a gloo world of size " + std::to_string(o.size) +
+                    " needs about " + std::to_string(need) +
+                    " file descriptors; this process has " + std::to_string(open) +
+                    " open and may open " + std::to_string(limit.rlim_cur) +
+                    " (RLIMIT_NOFILE: raise it with ulimit -n)");
+}
+
 Result<std::shared_ptr<detail::World>> WorldManager::Impl::reserve(const WorldOptions& o) {
   MW_RETURN_IF_ERROR(validate(o));
+  MW_RETURN_IF_ERROR(checkDescriptors(o));
   std::lock_guard lock(mu_);
   if (auto it = worlds_.find(o.name); it != worlds_.end()) {
     return Status(Code::kInvalidUsage, "world '" + o.name + "' already exists (state " +
@@ -192,10 +228,16 @@ Status WorldManager::Impl::join(const std::shared_ptr<detail::World>& world, Dea
     watchdog_->remove(world.get());  // before the link goes
     world->teardown();
     release(world);
+    world->joinEnded();
+    if (world->joinCancelled()) {
+      return Status(Code::kAborted,
+                    "world '" + world->options().name + "' was removed while it was joining");
+    }
     return s;
   }
   world->markHealthy();
   watchdog_->add(world);
+  world->joinEnded();
   return Status::Ok();
 }
 
@@ -222,6 +264,7 @@ Work WorldManager::Impl::initAsync(const WorldOptions& options, Deadline deadlin
 
 Status WorldManager::Impl::remove(const std::string& name) {
   std::shared_ptr<detail::World> w;
+  bool joining = false;
   {
     std::lock_guard lock(mu_);
     auto it = worlds_.find(name);
@@ -229,11 +272,19 @@ Status WorldManager::Impl::remove(const std::string& name) {
       return Status(Code::kNotFound, "no world named '" + name + "'");
     }
     w = it->second;
-    if (w->state() == WorldState::kJoining) {
-      return Status(Code::kInvalidUsage,
-                    "world '" + name + "' is still joining; wait for its initialization to end");
+    joining = w->state() == WorldState::kJoining;
+    if (joining) {
+      // Cancelled: its initialization ends with kAborted at its next wait, and frees the name.
+      w->cancelJoin();
+    } else {
+      removing_.insert(name);
     }
-    removing_.insert(name);
+  }
+  if (joining) {
+    w->waitJoinEnded();
+    // It may have come up just before the cancel: then it is still here, and removed as usual.
+    if (find(name) == w) return remove(name);
+    return Status::Ok();
   }
   watchdog_->remove(w.get());
   w->teardown();

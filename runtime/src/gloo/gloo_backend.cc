@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "core/thread_name.h"
 #include "gloo/channel.h"
 #include "gloo/collectives.h"
+#include "gloo/loop_ticker.h"
 #include "gloo/pair_sockets.h"
 
 namespace mw::detail {
@@ -34,8 +36,13 @@ struct StoreFailure {
 // Gloo's rendezvous store interface over the world's StoreClient, bounded by one deadline.
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(StoreClient& client, std::string prefix, Deadline deadline)
-      : client_(client), prefix_(std::move(prefix)), deadline_(deadline) {}
+  // `failing` runs just before a store failure is thrown through Gloo.
+  StoreAdapter(StoreClient& client, std::string prefix, Deadline deadline,
+               std::function<void()> failing)
+      : client_(client),
+        prefix_(std::move(prefix)),
+        deadline_(deadline),
+        failing_(std::move(failing)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     check(client_.set(prefix_ + key, std::string(data.begin(), data.end()), deadline_));
@@ -56,12 +63,15 @@ class StoreAdapter : public gloo::rendezvous::Store {
   }
 
  private:
-  static void check(const Status& s) {
-    if (!s.ok()) throw StoreFailure{s};
+  void check(const Status& s) {
+    if (s.ok()) return;
+    failing_();
+    throw StoreFailure{s};
   }
   StoreClient& client_;
   std::string prefix_;
   Deadline deadline_;
+  std::function<void()> failing_;
 };
 
 // How long an aborted world lets Gloo's loop close its shut-down connections itself (about a
@@ -555,7 +565,10 @@ void GlooBackend::shutdown() {
   waitConnectionsQuiet();
   native_.clear();  // no operation runs any more; its buffers refer to the context
   std::lock_guard lock(close_mu_);
-  ctx_.reset();
+  {
+    LoopTicker ticker(device_);  // one loop tick per pair released, at once (loop_ticker.h)
+    ctx_.reset();
+  }
   device_.reset();
 }
 
@@ -568,6 +581,16 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
                             std::to_string(config.rank) + " of " + std::to_string(config.size) +
                             ")";
   OpFailPoints failpoints("gloo", config.world);
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  // A failed rendezvous releases the pairs it made (in Gloo, while our store failure unwinds
+  // through it, and here) at once, not a loop tick of 10 ms apiece (loop_ticker.h).
+  std::optional<LoopTicker> ticker;
+  auto release = [&] {
+    if (!ticker) ticker.emplace(device);
+    ctx.reset();
+    ticker.reset();
+  };
   try {
     if (auto injected = failpoints.init().check()) {
       throw gloo::IoException(errnoText(injected->failnum) + injected->suffix());
@@ -575,13 +598,15 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     failpoints.delayIfAsked();  // a slow connection of the members
     gloo::transport::tcp::attr attr;
     attr.hostname = config.bind_host;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto ctx = std::make_shared<gloo::rendezvous::Context>(config.rank, config.size);
+    device = gloo::transport::tcp::CreateDevice(attr);
+    ctx = std::make_shared<gloo::rendezvous::Context>(config.rank, config.size);
     // Gloo waits up to five times the context's timeout for a pair to connect
     // (Pair::waitUntilConnected), for instance for a peer that read a stale address from a store
     // about to close and will never come: a fifth of what is left keeps that within our deadline.
     ctx->setTimeout(std::max(std::chrono::milliseconds(1), remaining(deadline) / 5));
-    StoreAdapter adapter(store, "gloo/", deadline);
+    StoreAdapter adapter(store, "gloo/", deadline, [&] {
+      if (!ticker) ticker.emplace(device);
+    });
     ctx->connectFullMesh(adapter, device);
     // Our waits pass their own deadlines; this only bounds calls that pass none.
     ctx->setTimeout(std::chrono::hours(24));
@@ -590,8 +615,10 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
         std::make_shared<GlooBackend>(config, std::move(device), std::move(ctx), std::move(sockets),
                                       store, std::move(on_error), std::move(failpoints)));
   } catch (const StoreFailure& f) {
+    release();
     return Status(f.status.code(), where + ": rendezvous failed: " + f.status.message());
   } catch (const std::exception& e) {
+    release();
     Code code = Clock::now() >= deadline ? Code::kTimeout : Code::kBackendError;
     return Status(code, where + ": connecting to the other members failed: " + e.what());
   }

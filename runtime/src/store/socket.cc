@@ -71,6 +71,7 @@ int connectOnce(const sockaddr_in& sa, Deadline deadline, Fd* out) {
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
     if (errno != EINPROGRESS) return errno;
     Status ready = waitReady(fd.get(), POLLOUT, deadline);
+    if (ready.code() == Code::kAborted) return ECANCELED;
     if (!ready.ok()) return ready.code() == Code::kTimeout ? -1 : EIO;
     int err = 0;
     socklen_t len = sizeof(err);
@@ -148,6 +149,7 @@ Result<Fd> connectTcp(const StoreAddress& address, Deadline deadline) {
       MW_RETURN_IF_ERROR(setNoDelay(fd.get()));
       return fd;
     }
+    if (err == ECANCELED) return Status(Code::kAborted, "cancelled");
     if (err > 0) last = err;
     if (err > 0 && !isTransient(err)) {
       return Status(Code::kIoError,
@@ -159,8 +161,7 @@ Result<Fd> connectTcp(const StoreAddress& address, Deadline deadline) {
                                         (last ? ": last error " + errnoText(last) : ""));
     }
     // The server may not listen yet; retry soon, but never sleep past the deadline.
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::milliseconds(10), timeUntil(deadline)));
+    MW_RETURN_IF_ERROR(pause(std::chrono::milliseconds(10), deadline));
   }
 }
 
@@ -191,11 +192,20 @@ Result<uint16_t> localPort(int fd) {
   return static_cast<uint16_t>(ntohs(sa.sin_port));
 }
 
+namespace {
+thread_local int t_cancel_fd = -1;  // the calling thread's CancelScope, or -1
+}  // namespace
+
+CancelScope::CancelScope(int event_fd) { t_cancel_fd = event_fd; }
+CancelScope::~CancelScope() { t_cancel_fd = -1; }
+
 Status waitReady(int fd, short events, Deadline deadline) {
   while (true) {
-    pollfd p{fd, events, 0};
+    pollfd p[2] = {{fd, events, 0}, {t_cancel_fd, POLLIN, 0}};
+    const nfds_t n = t_cancel_fd >= 0 ? 2 : 1;
     timespec ts = toTimespec(timeUntil(deadline));
-    int rc = ::ppoll(&p, 1, &ts, nullptr);
+    int rc = ::ppoll(p, n, &ts, nullptr);
+    if (rc > 0 && n == 2 && p[1].revents != 0) return Status(Code::kAborted, "cancelled");
     if (rc > 0) return Status::Ok();  // errors and hangups surface in the following call
     if (rc < 0 && errno != EINTR) {
       return Status(Code::kIoError, "poll failed: " + errnoText(errno));
@@ -204,6 +214,17 @@ Status waitReady(int fd, short events, Deadline deadline) {
       return Status(Code::kTimeout, "deadline passed while waiting for the store");
     }
   }
+}
+
+Status pause(Clock::duration d, Deadline deadline) {
+  const Deadline until = std::min(deadline, deadlineIn(d));
+  if (t_cancel_fd < 0) {
+    std::this_thread::sleep_until(until);
+    return Status::Ok();
+  }
+  Status s = waitReady(t_cancel_fd, POLLIN, until);
+  if (s.ok()) return Status(Code::kAborted, "cancelled");
+  return s.code() == Code::kTimeout ? Status::Ok() : s;
 }
 
 Status sendAll(int fd, std::string_view data, Deadline deadline) {
@@ -390,8 +411,7 @@ Result<Fd> connectAndGreet(const StoreAddress& address, const std::string& token
     bool closed = false;
     auto fd = greetOnce(address, token, deadline, &closed);
     if (fd.ok() || !closed || Clock::now() >= deadline) return fd;
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::milliseconds(10), timeUntil(deadline)));
+    MW_RETURN_IF_ERROR(pause(std::chrono::milliseconds(10), deadline));
   }
 }
 

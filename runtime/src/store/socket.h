@@ -63,8 +63,24 @@ Result<Fd> listenTcp(const std::string& host, uint16_t port, int backlog);
 // The local port of a bound socket.
 Result<uint16_t> localPort(int fd);
 
-// Waits until `fd` reports one of `events` (or an error/hangup). kTimeout at the deadline.
+// Cancellation of the blocking helpers here, for one thread. While a CancelScope lives on a
+// thread, every wait of this module on that thread (waitReady and everything built on it, and the
+// pauses between connection attempts) also ends, with kAborted "cancelled", once `event_fd` is
+// readable. A world's join runs in one (World::cancelJoin). Scopes do not nest.
+class CancelScope {
+ public:
+  explicit CancelScope(int event_fd);
+  ~CancelScope();
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+};
+
+// Waits until `fd` reports one of `events` (or an error/hangup). kTimeout at the deadline,
+// kAborted when the thread's CancelScope is cancelled.
 Status waitReady(int fd, short events, Deadline deadline);
+// Sleeps for `d` (never past `deadline`); kAborted at once when the thread's CancelScope is
+// cancelled.
+Status pause(Clock::duration d, Deadline deadline);
 
 // Sends every byte of `data` on a non-blocking socket. kTimeout at the deadline, kIoError when the
 // connection fails.
