@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -62,6 +64,11 @@ options:
   -v, --verbose       print every line the workers report
   -q, --quiet         no progress line
   --worker PATH       the worker program (default: mw_worker next to this program)
+  --lua-time-budget-ms N
+                      how long scenario code may run at each entry: loading its file, or one
+                      call of its expect.check hook (default: @TIME@); past it, the file is
+                      invalid (exit 2), or the hook fails
+  --lua-memory-mb N   the memory, in MiB, that a scenario's Lua code may hold (default: @MEMORY@)
   -h, --help          this text
 
 exit codes:
@@ -99,6 +106,27 @@ struct Cli {
   std::string worker;
 };
 
+// kUsage, with the defaults of the Lua limits (harness/lua_sandbox.h) filled in.
+std::string usage() {
+  std::string u = kUsage;
+  u.replace(u.find("@TIME@"), 6, std::to_string(kDefaultLuaTimeBudgetMs));
+  u.replace(u.find("@MEMORY@"), 8, std::to_string(kDefaultLuaMemoryMiB));
+  return u;
+}
+
+// A whole number in [lo, hi], or nullopt.
+std::optional<unsigned long long> wholeNumber(const std::optional<std::string>& text,
+                                              unsigned long long lo, unsigned long long hi) {
+  if (!text || text->empty() || !std::isdigit(static_cast<unsigned char>((*text)[0]))) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(text->c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || n < lo || n > hi) return std::nullopt;
+  return n;
+}
+
 int usageError(const std::string& why) {
   std::fprintf(stderr, "mwchaos: %s\nRun 'mwchaos --help' for usage.\n", why.c_str());
   return kExitUsage;
@@ -115,7 +143,7 @@ int parse(int argc, char** argv, Cli& cli) {
       return args[++i];
     };
     if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(usage().c_str(), stdout);
       return kExitPass;
     } else if (a == "-o" || a == "--out") {
       auto v = value("--out");
@@ -158,6 +186,17 @@ int parse(int argc, char** argv, Cli& cli) {
           item += (*v)[p];
         }
       }
+    } else if (a == "--lua-time-budget-ms" || a == "--lua-memory-mb") {
+      const bool time = a == "--lua-time-budget-ms";
+      auto v = value(a.c_str());
+      auto n = wholeNumber(v, 1, time ? 86400000ULL : 1ULL << 20);
+      if (!n) {
+        return usageError(a + ": expected a whole number of " +
+                          (time ? "milliseconds from 1 to 86400000" : "MiB from 1 to 1048576") +
+                          (v ? ", got '" + *v + "'" : ""));
+      }
+      if (time) cli.load.lua.time_budget = Ms(static_cast<long long>(*n));
+      if (!time) cli.load.lua.memory_bytes = *n << 20;
     } else if (a == "-v" || a == "--verbose") {
       cli.verbosity = 2;
     } else if (a == "-q" || a == "--quiet") {

@@ -17,18 +17,21 @@
 #include <sstream>
 
 #include "chaos/posix_faults.h"
+#include "harness/lua_sandbox.h"
 
 namespace mw::harness {
 
 namespace {
 
-// Constructors that tag each table with its kind and the file:line it was written at.
+// Constructors that tag each table with its kind and the file:line it was written at. Called with
+// the file's path and the seed; returns the list that scenario { ... } appends to.
 constexpr const char* kPrelude = R"lua(
+local file, seed = ...
 local getinfo = debug.getinfo
 local function where()
   local i = getinfo(3, "Sl")
   if not i then return "?" end
-  local src = i.source == "=scenario" and __mw_file or i.source:sub(1, 1) == "@" and i.source:sub(2)
+  local src = i.source == "=scenario" and file or i.source:sub(1, 1) == "@" and i.source:sub(2)
               or i.short_src
   return src .. ":" .. (i.currentline or 0)
 end
@@ -38,9 +41,9 @@ local function tagged(kind, t, w)
   t.__where = w
   return t
 end
-__mw_scenarios = {}
+local scenarios = {}
 function scenario(t)
-  __mw_scenarios[#__mw_scenarios + 1] = tagged("scenario", t, where())
+  scenarios[#scenarios + 1] = tagged("scenario", t, where())
 end
 function at(time, action)
   return { __kind = "at", time = time, action = action, __where = where() }
@@ -77,19 +80,9 @@ function ring_allreduce(t) return tagged("ring_allreduce", t, where()) end
 function broadcast(t) return tagged("broadcast", t, where()) end
 function pipeline(t) return tagged("pipeline", t, where()) end
 function throughput_kept(t) return tagged("throughput_kept", t, where()) end
-debug = nil
-os = nil
-io = nil
-package = nil
-require = nil
-dofile = nil
-loadfile = nil
--- Text chunks only: mutated bytecode can crash the Lua VM, so none can be made or loaded.
-string.dump = nil
-do
-  local text_only = load
-  load = function(chunk, name, _, env) return text_only(chunk, name, "t", env) end
-end
+-- Scripts that draw random numbers draw the same ones for the same seed.
+math.randomseed(seed)
+return scenarios
 )lua";
 
 // A Lua value, converted.
@@ -1029,8 +1022,10 @@ class Validator {
   std::vector<std::string> lines_;  // the file, read on the first error
 };
 
-// Pushes a JSON value as a Lua value.
+// Pushes a JSON value as a Lua value. Run in protected mode (pushRun): a Lua error (out of memory)
+// jumps out, so nothing here may need a destructor.
 void pushJson(lua_State* L, const nlohmann::json& j) {
+  luaL_checkstack(L, 3, "the run's data is nested too deep");
   if (j.is_null()) {
     lua_pushnil(L);
   } else if (j.is_boolean()) {
@@ -1040,7 +1035,8 @@ void pushJson(lua_State* L, const nlohmann::json& j) {
   } else if (j.is_number()) {
     lua_pushnumber(L, j.get<double>());
   } else if (j.is_string()) {
-    lua_pushstring(L, j.get<std::string>().c_str());
+    const std::string& s = j.get_ref<const std::string&>();
+    lua_pushlstring(L, s.data(), s.size());
   } else if (j.is_array()) {
     lua_createtable(L, static_cast<int>(j.size()), 0);
     for (size_t i = 0; i < j.size(); ++i) {
@@ -1056,13 +1052,28 @@ void pushJson(lua_State* L, const nlohmann::json& j) {
   }
 }
 
+// lua_CFunction: pushes the JSON value its light userdata argument points at.
+int pushRun(lua_State* L) {
+  pushJson(L, *static_cast<const nlohmann::json*>(lua_touserdata(L, 1)));
+  return 1;
+}
+
 }  // namespace
 
 struct LoadedScenario::Lua {
-  lua_State* L = nullptr;
+  Lua(std::string file, const LuaLimits& limits) : path(std::move(file)), box(limits) {}
+  std::string path;
+  LuaSandbox box;
   int check_ref = LUA_NOREF;
-  ~Lua() {
-    if (L != nullptr) lua_close(L);
+
+  // Lua cuts a long file name short in its messages ("...me/scenarios/x.lua:5: ..."): the file
+  // is loaded as chunk "scenario", which its messages then get back as the whole path. A message
+  // with no place of its own gets the file's.
+  std::string named(const std::string& msg) const {
+    const std::string chunk = "scenario:";
+    if (msg.rfind(chunk, 0) == 0) return path + ":" + msg.substr(chunk.size());
+    if (msg.rfind(path + ":", 0) == 0) return msg;
+    return path + ": " + msg;
   }
 };
 
@@ -1072,19 +1083,25 @@ LoadedScenario::LoadedScenario(LoadedScenario&&) noexcept = default;
 LoadedScenario& LoadedScenario::operator=(LoadedScenario&&) noexcept = default;
 
 std::pair<bool, std::string> LoadedScenario::callCheck(const std::string& run_json) const {
-  lua_State* L = lua->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->check_ref);
+  LuaSandbox& box = lua->box;
+  lua_State* L = box.state();
+  nlohmann::json run;
   try {
-    pushJson(L, nlohmann::json::parse(run_json));
+    run = nlohmann::json::parse(run_json);
   } catch (const std::exception& e) {
-    lua_pop(L, 1);
     return {false, std::string("internal: run data: ") + e.what()};
   }
-  if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
-    std::string err = lua_tostring(L, -1) ? lua_tostring(L, -1) : "error";
-    lua_pop(L, 1);
-    return {false, "expect.check failed: " + err};
+  box.beginEntry();
+  lua_pushcfunction(L, pushRun);
+  lua_pushlightuserdata(L, &run);
+  if (auto err = box.call(1, 1)) {
+    return {false, "expect.check was not called: passing it the run's data: " + *err};
   }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lua->check_ref);
+  lua_insert(L, -2);
+  box.beginEntry();  // the hook's own budget starts now
+  if (auto err = box.call(1, 2)) return {false, "expect.check failed: " + lua->named(*err)};
+  LuaSandbox::Uncapped uncapped(box);  // a number message is turned into a string in place
   bool ok = lua_toboolean(L, -2) != 0;
   std::string msg = lua_isstring(L, -1) ? lua_tostring(L, -1) : (ok ? "held" : "did not hold");
   lua_pop(L, 2);
@@ -1093,61 +1110,52 @@ std::pair<bool, std::string> LoadedScenario::callCheck(const std::string& run_js
 
 LoadResult loadScenario(const std::string& path, const LoadOptions& options) {
   LoadResult out;
-  auto lua = std::make_unique<LoadedScenario::Lua>();
-  lua->L = luaL_newstate();
-  lua_State* L = lua->L;
-  if (L == nullptr) {
-    out.errors.push_back(path + ": cannot create a Lua state (out of memory)");
-    return out;
-  }
-  luaL_requiref(L, "_G", luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  luaL_requiref(L, LUA_DBLIBNAME, luaopen_debug, 1);
-  lua_settop(L, 0);
-  if (luaL_dostring(L, kPrelude) != LUA_OK) {
-    out.errors.push_back(std::string("internal: scenario prelude: ") + lua_tostring(L, -1));
-    return out;
-  }
-  // Scripts that draw random numbers draw the same ones for the same seed.
-  lua_getglobal(L, "math");
-  lua_getfield(L, -1, "randomseed");
-  lua_pushinteger(L, static_cast<lua_Integer>(options.seed.value_or(0x5eed)));
-  lua_call(L, 1, 0);
-  lua_settop(L, 0);
-  // Lua cuts a long file name short in its messages ("...me/scenarios/x.lua:5: ..."): the chunk
-  // is loaded under a short name, which its messages then get back as the whole path.
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     out.errors.push_back(path + ": cannot open: " + std::strerror(errno));
     return out;
   }
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string chunk = "scenario";
-  auto named = [&](const char* msg) {
-    std::string m = msg != nullptr ? msg : "error";
-    if (m.rfind(chunk + ":", 0) == 0) return path + m.substr(chunk.size());
-    return m;
-  };
+  auto lua = std::make_unique<LoadedScenario::Lua>(path, options.lua);
+  LuaSandbox& box = lua->box;
+  lua_State* L = box.state();
+  if (L == nullptr) {
+    out.errors.push_back(path + ": cannot create a Lua state (out of memory)");
+    return out;
+  }
+  // One entry, one time budget: the preludes, the file, and reading what it declared.
+  box.beginEntry();
+  if (luaL_loadbufferx(L, kPrelude, std::strlen(kPrelude), "=mw prelude", "t") != LUA_OK) {
+    out.errors.push_back(std::string("internal: scenario prelude: ") + lua_tostring(L, -1));
+    return out;
+  }
   lua_pushstring(L, path.c_str());
-  lua_setglobal(L, "__mw_file");
-  if (luaL_loadbufferx(L, text.data(), text.size(), ("=" + chunk).c_str(), "t") != LUA_OK) {
-    out.errors.push_back(named(lua_tostring(L, -1)));
+  lua_pushinteger(L, static_cast<lua_Integer>(options.seed.value_or(0x5eed)));
+  std::optional<std::string> err = box.call(2, 1);  // leaves the list of scenarios at index 1
+  if (!err) err = box.seal();
+  if (err) {
+    out.errors.push_back(path + ": internal: scenario prelude: " + *err);
     return out;
   }
-  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
-    out.errors.push_back(named(lua_tostring(L, -1)));
+  const int loaded_chunk = luaL_loadbufferx(L, text.data(), text.size(), "=scenario", "t");
+  if (loaded_chunk != LUA_OK) {
+    out.errors.push_back(
+        lua->named(loaded_chunk == LUA_ERRMEM ? box.memoryMessage() : lua_tostring(L, -1)));
     return out;
   }
-  lua_getglobal(L, "__mw_scenarios");
-  lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, -1));
+  if ((err = box.call(0, 0))) {
+    out.errors.push_back(lua->named(*err));
+    return out;
+  }
+  // Reading the tables is the harness's work, in unprotected Lua calls: the cap must not fail it.
+  LuaSandbox::Uncapped uncapped(box);
+  lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, 1));
   if (n != 1) {
     out.errors.push_back(path + ":1: a scenario file calls scenario { ... } exactly once (found " +
                          std::to_string(n) + ")");
     return out;
   }
-  lua_rawgeti(L, -1, 1);
+  lua_rawgeti(L, 1, 1);
   std::string conv_err;
   std::vector<const void*> open;
   LV root = convert(L, -1, 0, &conv_err, &open);

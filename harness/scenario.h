@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/lua_sandbox.h"
+
 namespace mw::harness {
 
 using Ms = std::chrono::milliseconds;
@@ -63,13 +65,13 @@ struct ActionSpec {
   std::string signal_name = "SIGKILL";
   std::string point;  // failpoint name (after {backend} expansion)
   FailMode mode;
-  std::string world;  // remove_world / add_world
+  std::string world;                          // remove_world / add_world
   std::vector<std::string> hosts_a, hosts_b;  // partition: from a to b (and back unless oneway)
   bool loud = false;
   bool oneway = false;
-  std::string host;          // loss / bandwidth / delay
-  double loss = 0;           // probability of dropping a packet
-  std::string rate;          // bandwidth, tc syntax ("10mbit")
+  std::string host;  // loss / bandwidth / delay
+  double loss = 0;   // probability of dropping a packet
+  std::string rate;  // bandwidth, tc syntax ("10mbit")
   int delay_ms = 0, jitter_ms = 0;
   bool network() const {
     return kind == "partition" || kind == "heal" || kind == "loss" || kind == "bandwidth" ||
@@ -89,7 +91,7 @@ struct ThroughputSpec {
 
 struct ExpectSpec {
   bool has_broken = false;
-  std::set<std::string> broken;  // exactly these worlds break
+  std::set<std::string> broken;   // exactly these worlds break
   std::set<std::string> healthy;  // these worlds do not break (the others are not judged)
   std::optional<Ms> detected_within;
   std::map<std::string, Ms> detected_within_world;
@@ -140,8 +142,10 @@ struct Scenario {
 // Overrides from the command line.
 struct LoadOptions {
   std::optional<uint64_t> seed;
-  std::optional<Ms> duration;  // soak: run for this long (the nemesis draws faults until 1 s before)
+  // soak: run for this long (the nemesis draws faults until 1 s before the end)
+  std::optional<Ms> duration;
   std::optional<std::string> backend;  // every world on this backend
+  LuaLimits lua;  // the time budget of each entry into scenario code, and its memory cap
 };
 
 // A loaded scenario, with its Lua state kept for hooks.
@@ -153,8 +157,9 @@ class LoadedScenario {
   LoadedScenario& operator=(LoadedScenario&&) noexcept;
 
   Scenario scenario;
-  // Calls expect.check(run) with `run_json` (the report's run section, as a Lua table). Returns
-  // {ok, message}; ok=false with the Lua error when the hook fails. REQUIRES: scenario.expect.has_check.
+  // Calls expect.check(run) with `run_json` (the report's run section, as a Lua table), under the
+  // time budget of one entry. Returns {ok, message}; ok=false with the Lua error (or the budget's)
+  // when the hook fails. REQUIRES: scenario.expect.has_check.
   std::pair<bool, std::string> callCheck(const std::string& run_json) const;
 
   struct Lua;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# mwchaos's command line: usage errors, invalid scenarios (exit 2 with file:line), a wrong
-# expectation (exit 1 and a JUnit failure naming the world and the numbers), a failing Lua hook,
-# re-rendering a saved report, and a GPU scenario on a machine without a GPU (exit 3).
+# mwchaos's command line: usage errors, invalid scenarios (exit 2 with file:line), scenario code
+# past its time budget or memory cap, a wrong expectation (exit 1 and a JUnit failure naming the
+# world and the numbers), a failing Lua hook, re-rendering a saved report, and a GPU scenario on a
+# machine without a GPU (exit 3).
 # Usage: cli_test.sh <mwchaos> <source dir> <scratch dir>
 set -uo pipefail
 mwchaos=$1
@@ -40,6 +41,9 @@ expect_out() {
 expect_rc 0 "--help" "$mwchaos" --help
 expect_out "--help" "exit codes"
 expect_out "--help" "--backend B"
+expect_out "--help" "--lua-time-budget-ms N"
+expect_out "--help" "\(default: 10000\)"
+expect_out "--help" "--lua-memory-mb N .*\(default: 256\)"
 expect_rc 2 "no command" "$mwchaos"
 expect_out "no command" "no command given"
 expect_rc 2 "unknown option" "$mwchaos" run --frobnicate x.lua
@@ -51,14 +55,22 @@ expect_rc 2 "bad backend" "$mwchaos" run --backend mpi "$src/scenarios"
 expect_rc 2 "bad format" "$mwchaos" run --format pdf "$src/scenarios"
 expect_rc 2 "bad duration" "$mwchaos" run --duration soon "$src/scenarios"
 expect_out "bad duration" "--duration: expected a duration"
+expect_rc 2 "bad time budget" "$mwchaos" validate --lua-time-budget-ms 0 "$src/scenarios"
+expect_out "bad time budget" "--lua-time-budget-ms: expected a whole number of milliseconds from 1 to 86400000, got '0'"
+expect_rc 2 "bad memory cap" "$mwchaos" run --lua-memory-mb 1.5 "$src/scenarios"
+expect_out "bad memory cap" "--lua-memory-mb: expected a whole number of MiB from 1 to 1048576, got '1.5'"
+expect_rc 2 "memory cap without a value" "$mwchaos" validate --lua-memory-mb
+expect_out "memory cap without a value" "--lua-memory-mb: expected a whole number"
 expect_rc 2 "missing file" "$mwchaos" validate /nonexistent.lua
 expect_out "missing file" "no such file or folder: /nonexistent.lua"
 expect_rc 0 "list" "$mwchaos" list
 expect_out "list" "pause\(role\)"
 expect_out "list" "gather_to_leader"
 
-# Every scenario of the library is valid.
+# Every scenario of the library is valid, with other limits too.
 expect_rc 0 "validate the library" "$mwchaos" validate "$src/scenarios"
+expect_rc 0 "validate the library with limits" "$mwchaos" validate --lua-time-budget-ms 60000 \
+  --lua-memory-mb 32 "$src/scenarios"
 
 # Invalid scenarios: exit 2, "file:line: what".
 inv=$src/tests/harness/invalid
@@ -93,6 +105,44 @@ expect_rc 2 "syntax error under a long path" "$mwchaos" validate "$long/syntax_e
 expect_out "syntax error under a long path" "^$long/syntax_error.lua:5: '}' expected"
 expect_rc 2 "Lua error under a long path" "$mwchaos" validate "$long/lua_error.lua"
 expect_out "Lua error under a long path" "^$long/lua_error.lua:2: attempt to perform arithmetic"
+
+# Scenario code runs under a time budget per entry and a memory cap. An endless loop (one that
+# catches the budget's error with pcall included), a finalizer or a memory bomb makes the file
+# invalid, quickly, with a clear error. A hang is killed (mwchaos traps SIGTERM) and fails the test.
+limited() { timeout -s KILL 30 "$mwchaos" "$@"; }
+budget="scenario code exceeded its time budget of 200 ms \(mwchaos --lua-time-budget-ms N changes it\)"
+memory="scenario code exceeded its memory cap of 16 MiB \(mwchaos --lua-memory-mb N changes it\)"
+# check_limit <file> <line, as a regex: "" for none> <pattern> <flags...>
+check_limit() {
+  local file=$1 line=$2 pattern=$3
+  shift 3
+  expect_rc 2 "limit $file" limited validate "$@" "$inv/$file"
+  expect_out "limit $file" "^$inv/$file$line: $pattern"
+  expect_rc 2 "run limit $file" limited run -q -o "$work/never" "$@" "$inv/$file"
+}
+check_limit load_loop.lua ":[45]" "$budget" --lua-time-budget-ms 200
+check_limit pcall_loop.lua ":[345]" "$budget" --lua-time-budget-ms 200
+check_limit gc_loop.lua ":3" "setmetatable: a metatable with __gc is not allowed" --lua-time-budget-ms 200
+check_limit memory_string.lua "" "$memory" --lua-memory-mb 16
+check_limit memory_table.lua "" "$memory" --lua-memory-mb 16
+# Loops in C, where no hook runs: string.rep of empty pieces returns at once (the loop after it
+# meets the budget), table.insert, table.remove and table.move look at the deadline as they go,
+# and an endless xpcall handler is no way out either.
+n=0
+while IFS= read -r code; do
+  n=$((n + 1))
+  f="$work/c_loop_$n.lua"
+  printf '%s\nscenario { name = "x", worlds = { w = {} }, roles = { a = { worlds = { w = 0 } } } }\n' \
+    "$code" >"$f"
+  expect_rc 2 "C loop $n: $code" limited validate --lua-time-budget-ms 200 "$f"
+  expect_out "C loop $n: $code" "^$f:1: $budget"
+done <<'EOF'
+local s = string.rep("", math.maxinteger) while true do end
+table.move({}, 1, math.maxinteger - 10, 2)
+table.insert(setmetatable({}, { __len = function() return math.maxinteger - 1 end }), 1, 0)
+table.remove(setmetatable({}, { __len = function() return math.maxinteger - 1 end }), 1)
+while true do xpcall(function() while true do end end, function() while true do end end) end
+EOF
 [ -e "$work/never" ] && fail "an invalid scenario wrote reports"
 
 # A wrong expectation: exit 1, a JUnit failure that names the world and what happened.
@@ -121,6 +171,14 @@ expect_out "report of garbage" "not a multiworld chaos report"
 # A Lua check hook that fails: exit 1 with its message.
 expect_rc 1 "failing hook" "$mwchaos" run -q --format json -o "$work/hook" "$fx/failing_check.lua"
 expect_out "failing hook" "expect.check hook: w1 broken = false"
+
+# A check hook that loops forever: its budget ends it and fails it, and the run still writes its
+# reports.
+expect_rc 1 "looping hook" limited run -q --lua-time-budget-ms 200 -o "$work/hookloop" "$fx/check_loop.lua"
+expect_out "looping hook" "fail +expect.check hook: expect.check failed: $fx/check_loop.lua:11: $budget"
+grep -q '<failure message="expect.check failed: .*time budget of 200 ms' "$work/hookloop/check_loop/junit.xml" ||
+  fail "looping hook: junit has no failure for the hook"
+[ -s "$work/hookloop/check_loop/report.json" ] || fail "looping hook: no report.json"
 
 # --seed lands in the report.
 expect_rc 0 "seed override" "$mwchaos" run -q --seed 4242 --format json -o "$work/seed" "$src/scenarios/leader_killed.lua"

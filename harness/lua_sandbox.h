@@ -1,0 +1,86 @@
+// The Lua state that scenario code runs in: the standard library trimmed to what a scenario needs,
+// its memory capped by the allocator, and each entry into it (loading the file, one call of a
+// hook, closing the state) limited to a time budget by a count hook.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+struct lua_State;
+struct lua_Debug;
+
+namespace mw::harness {
+
+// The defaults of mwchaos's --lua-time-budget-ms and --lua-memory-mb (docs/scenarios.md, "Limits").
+constexpr long long kDefaultLuaTimeBudgetMs = 10000;
+constexpr uint64_t kDefaultLuaMemoryMiB = 256;
+
+struct LuaLimits {
+  std::chrono::milliseconds time_budget{kDefaultLuaTimeBudgetMs};  // per entry
+  uint64_t memory_bytes = kDefaultLuaMemoryMiB << 20;              // all the state holds
+};
+
+class LuaSandbox {
+ public:
+  explicit LuaSandbox(const LuaLimits& limits);
+  ~LuaSandbox();  // closes the state, itself under a time budget
+  LuaSandbox(const LuaSandbox&) = delete;
+  LuaSandbox& operator=(const LuaSandbox&) = delete;
+
+  // The state, with the base, string, table, math and debug libraries open; nullptr when it could
+  // not be created.
+  lua_State* state() const { return L_; }
+  const LuaLimits& limits() const { return limits_; }
+
+  // Removes what scenario code may not use (io, os, debug, bytecode, finalizers) and replaces the
+  // library functions that can loop in C, where no budget can stop them, with ones that cannot.
+  // Call once, after the preludes that need `debug` have run. nullopt on success, else the error.
+  std::optional<std::string> seal();
+
+  // Starts an entry: its time budget runs from now.
+  void beginEntry();
+  // lua_pcall of the function below the `nargs` arguments on the stack. nullopt on success (the
+  // results are on the stack); else the error message, the function and its arguments popped.
+  // A message is "where: what"; running past the time budget or the memory cap says so and names
+  // the mwchaos flag that changes it.
+  std::optional<std::string> call(int nargs, int nresults);
+
+  // While one lives, the memory cap is lifted: for the harness's own bookkeeping between calls
+  // (reading the scenario's tables), which must not fail where Lua cannot catch an error.
+  class Uncapped {
+   public:
+    explicit Uncapped(LuaSandbox& box) : box_(box), was_(box.capped_) { box.capped_ = false; }
+    ~Uncapped() { box_.capped_ = was_; }
+    Uncapped(const Uncapped&) = delete;
+    Uncapped& operator=(const Uncapped&) = delete;
+
+   private:
+    LuaSandbox& box_;
+    bool was_;
+  };
+
+  // "scenario code exceeded its time budget of N ms (...)", and the same for memory.
+  const std::string& timeMessage() const { return time_message_; }
+  std::string memoryMessage() const;
+
+  // Raises the time budget's error in `L` (a state of a LuaSandbox) when its entry is past its
+  // deadline, and ever after in that entry. For loops in C functions, which no hook sees.
+  static void checkDeadline(lua_State* L);
+
+ private:
+  static void* allocate(void* ud, void* ptr, size_t osize, size_t nsize);
+  static void hook(lua_State* L, lua_Debug* ar);
+
+  LuaLimits limits_;
+  lua_State* L_ = nullptr;
+  size_t used_ = 0;       // bytes the state holds
+  bool capped_ = true;    // the memory cap is enforced
+  bool refused_ = false;  // an allocation was refused in this entry
+  bool expired_ = false;  // this entry ran past its time budget
+  std::chrono::steady_clock::time_point deadline_;
+  std::string time_message_;  // built once: the hook raises it without making a C++ object
+};
+
+}  // namespace mw::harness
