@@ -7,10 +7,17 @@ function(mw_target_defaults target)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
                                              -fno-sanitize-recover=undefined)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  elseif(MW_SANITIZE STREQUAL "fuzz")
+    # clang: libFuzzer's coverage instrumentation with ASan+UBSan; the fuzz targets (tests/fuzz)
+    # link libFuzzer itself.
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link,address,undefined
+                                             -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   elseif(MW_SANITIZE STREQUAL "thread")
     target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=thread)
   elseif(NOT MW_SANITIZE STREQUAL "")
-    message(FATAL_ERROR "MW_SANITIZE must be '', 'address' or 'thread', not '${MW_SANITIZE}'")
+    message(FATAL_ERROR
+            "MW_SANITIZE must be '', 'address', 'thread' or 'fuzz', not '${MW_SANITIZE}'")
   endif()
 endfunction()

@@ -85,22 +85,21 @@ math.randomseed(seed)
 return scenarios
 )lua";
 
+struct LVField;
+
 // A Lua value, converted.
 struct LV {
   enum class T { kNil, kBool, kNum, kStr, kTable, kFunc } t = T::kNil;
   bool b = false;
   double n = 0;
   std::string s;
-  std::vector<std::pair<std::string, LV>> fields;  // string keys, sorted
-  std::vector<LV> items;                           // 1..n
+  // String keys, sorted. (A pair<string, LV> member would need LV complete, which only GCC's
+  // library lets pass; LVField is that pair.)
+  std::vector<LVField> fields;
+  std::vector<LV> items;  // 1..n
   int func_ref = LUA_NOREF;
 
-  const LV* get(const std::string& k) const {
-    for (const auto& [key, v] : fields) {
-      if (key == k) return &v;
-    }
-    return nullptr;
-  }
+  const LV* get(const std::string& k) const;
   std::string kindTag() const {
     const LV* k = get("__kind");
     return k && k->t == T::kStr ? k->s : "";
@@ -142,6 +141,18 @@ struct LV {
     }
   }
 };
+
+struct LVField {
+  std::string first;
+  LV second;
+};
+
+const LV* LV::get(const std::string& k) const {
+  for (const auto& [key, v] : fields) {
+    if (key == k) return &v;
+  }
+  return nullptr;
+}
 
 // Converts the value at `idx`. Errors (non-string keys, cycles, depth) go to `err`. `open`: the
 // tables being converted on the way here (a table met again among them contains itself).
@@ -191,7 +202,7 @@ LV convert(lua_State* L, int idx, int depth, std::string* err, std::vector<const
   while (lua_next(L, idx) != 0) {
     if (lua_type(L, -2) == LUA_TSTRING) {
       std::string key = lua_tostring(L, -2);
-      v.fields.emplace_back(key, convert(L, -1, depth + 1, err, open));
+      v.fields.push_back(LVField{key, convert(L, -1, depth + 1, err, open)});
     } else if (lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len) {
       // sequence part: collected in order below
     } else if (err->empty()) {
@@ -301,7 +312,8 @@ class Validator {
   // Reports every field of `t` not in `allowed` (tags excepted).
   void onlyFields(const LV& t, const std::string& where, const std::string& path,
                   std::initializer_list<const char*> allowed) {
-    for (const auto& [k, v] : t.fields) {
+    for (const auto& field : t.fields) {
+      const std::string& k = field.first;
       if (k == "__kind" || k == "__where") continue;
       bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; });
       if (!ok) {

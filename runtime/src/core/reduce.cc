@@ -23,6 +23,8 @@ const char* reduceOpName(ReduceOp op) {
 
 namespace detail {
 
+#if defined(__FLT16_MAX__)  // the compiler's _Float16 (GCC 12, clang 15 on x86-64)
+
 float halfToFloat(uint16_t h) {
   _Float16 v;
   std::memcpy(&v, &h, 2);
@@ -35,6 +37,60 @@ uint16_t floatToHalf(float f) {
   std::memcpy(&h, &v, 2);
   return h;
 }
+
+#else  // IEEE 754 binary16 by hand (clang 14, used for the fuzz build): same results
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf, nan (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;  // zero
+  } else {        // subnormal: normalize
+    exp = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf, nan (quiet)
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (abs < 0x38800000u) {               // below the smallest normal half: subnormal or zero
+    if (abs < 0x33000000u) return sign;  // below half the smallest subnormal: zero
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14 .. 24
+    const uint32_t half = mant >> shift;
+    const uint32_t rest = mant & ((1u << shift) - 1);
+    const uint32_t mid = 1u << (shift - 1);
+    const uint32_t rounded = half + ((rest > mid || (rest == mid && (half & 1))) ? 1 : 0);
+    return static_cast<uint16_t>(sign | rounded);
+  }
+  // Normal: rebias the exponent and round the mantissa to 10 bits, to nearest even.
+  uint32_t h = ((abs >> 13) - (112u << 10));
+  const uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // may carry into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
+#endif
 
 float bfloat16ToFloat(uint16_t b) {
   uint32_t bits = static_cast<uint32_t>(b) << 16;

@@ -1,0 +1,1 @@
+scenario { name = "seed", duration = "1s" }
