@@ -32,6 +32,7 @@ before_netns=$(netns)
 
 runs="KILL INT TERM"
 [ "$networked" = 1 ] && runs="$runs KILL:hosts INT:hosts"
+all_tokens=""
 for run in $runs; do
   sig=${run%%:*}
   fixture=long_running
@@ -47,6 +48,21 @@ for run in $runs; do
   sleep 1.5
   started=$(comm -13 <(echo "$before_workers") <(workers) | grep -c .)
   [ "$started" -ge 2 ] || fail "SIG$sig: the workers did not start ($started running)"
+  # The run's worlds have a random token of their own, in the workers' environment only.
+  tokens=""
+  for p in $(comm -13 <(echo "$before_workers") <(workers)); do
+    t=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^MW_CHAOS_STORE_TOKEN=//p')
+    if [[ ! "$t" =~ ^[0-9a-f]{64}$ ]]; then
+      fail "SIG$sig: worker $p has no 64-hex-digit store token in its environment"
+      continue
+    fi
+    tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "$t" &&
+      fail "SIG$sig: the store token is on worker $p's command line"
+    tokens="$tokens $t"
+  done
+  n=$(tr ' ' '\n' <<<"$tokens" | sort -u | grep -c .)
+  [ "$n" = 1 ] || fail "SIG$sig: the workers of one run hold $n different tokens"
+  all_tokens="$all_tokens $(tr ' ' '\n' <<<"$tokens" | sort -u)"
   kill -"$sig" "$pid"
   rc=0
   for _ in $(seq 1 100); do
@@ -85,6 +101,11 @@ for run in $runs; do
   [ -z "$left" ] || fail "$run: network namespaces left behind: $left"
 done
 [ "$networked" = 1 ] || echo "note: not root or no network namespaces: the simulated-host runs were not tried"
+
+# A new token for every run.
+runs_seen=$(wc -w <<<"$runs")
+distinct=$(tr ' ' '\n' <<<"$all_tokens" | sort -u | grep -c .)
+[ "$distinct" = "$runs_seen" ] || fail "$runs_seen runs used $distinct distinct store tokens"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"
