@@ -19,7 +19,7 @@ std::string fmt(const char* f, double v) {
 std::string ms(double seconds) { return fmt("%.0f ms", seconds * 1000); }
 
 // Events that happened while the timeline ran (the stop at the end breaks worlds too).
-bool inRun(const RunRecord& r, double t) { return t >= 0 && t <= r.elapsed; }
+bool inRun(const RunRecord& r, double t) { return r.inRun(t); }
 
 const EventRec* firstBroken(const RunRecord& r, const std::string& world, const std::string& role,
                             double after) {
@@ -33,7 +33,8 @@ const EventRec* firstBroken(const RunRecord& r, const std::string& world, const 
 }
 
 // "world W stays healthy": passes when `first_break` is null.
-Verdict staysHealthy(const std::string& name, const EventRec* first_break, const std::string& where) {
+Verdict staysHealthy(const std::string& name, const EventRec* first_break,
+                     const std::string& where) {
   Verdict v;
   v.world = name;
   v.where = where;
@@ -63,8 +64,8 @@ double firstFault(const RunRecord& r) {
   return t;
 }
 
-Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string& world,
-                       double from, double to) {
+Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string& world, double from,
+                       double to) {
   Rate out;
   auto members = s.membersOf(world);
   if (members.empty()) return out;
@@ -151,7 +152,8 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     if (!limit) continue;
     if (e.has_broken && !e.broken.count(name)) continue;  // judged above
     Verdict v;
-    v.name = "world " + name + " is detected broken within " + std::to_string(limit->count()) + " ms";
+    v.name =
+        "world " + name + " is detected broken within " + std::to_string(limit->count()) + " ms";
     v.world = name;
     v.where = e.where;
     v.threshold = "<= " + std::to_string(limit->count()) + " ms";
@@ -168,14 +170,21 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       out.push_back(v);
       continue;
     }
-    std::set<std::string> gone;  // roles killed by the scenario up to then
+    std::set<std::string> gone;  // roles the scenario killed up to then, or took out of the world,
+                                 // or gone from the world
     for (const auto& f : r.faults) {
-      if (f.sent >= 0 && f.sent <= first->t + 1 && f.ends_role) gone.insert(f.role);
+      if (f.sent < 0 || f.sent > first->t + 1) continue;
+      // Its process ended, or it left this world (it reports the world removed, not broken).
+      const bool left = f.kind == "remove_world" &&
+                        std::find(f.worlds.begin(), f.worlds.end(), name) != f.worlds.end();
+      if (f.ends_role || left) gone.insert(f.role);
     }
     double worst = 0;
     std::string worst_role, missing;
     for (const auto& role : s.membersOf(name)) {
-      if (gone.count(role) || role == cause->role) continue;
+      // Every member that can detect counts, the one a fault targeted included (a failpoint or a
+      // network fault ends no process); not a member whose process ended, nor one paused then.
+      if (gone.count(role) || (role == cause->role && cause->kind == "pause")) continue;
       const EventRec* ev = firstBroken(r, name, role, cause->sent);
       if (ev == nullptr) {
         missing += (missing.empty() ? "" : ", ") + role;
@@ -305,11 +314,14 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       ++breaks;
       const auto ws = s.worlds.find(ev.world);
       const double window =
-          (ws != s.worlds.end() ? static_cast<double>(ws->second.heartbeat.count()) / 1000.0 : 1.0) + 2.0;
+          (ws != s.worlds.end() ? static_cast<double>(ws->second.heartbeat.count()) / 1000.0
+                                : 1.0) +
+          2.0;
       bool explained = false;
       for (const auto& f : r.faults) {
         if (f.outcome != "ok" || f.sent < 0 || f.sent > ev.t || ev.t - f.sent > window) continue;
-        if (std::find(f.worlds.begin(), f.worlds.end(), ev.world) != f.worlds.end()) explained = true;
+        if (std::find(f.worlds.begin(), f.worlds.end(), ev.world) != f.worlds.end())
+          explained = true;
       }
       if (!explained) {
         ++unexplained;
@@ -340,12 +352,13 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     std::string left = std::to_string(r.leftover_processes) + " processes, " +
                        std::to_string(r.leftover_namespaces) + " network namespaces";
     for (const auto& f : r.leftover_files) left += ", " + f;
-    bool clean = r.leftover_processes == 0 && r.leftover_namespaces == 0 && r.leftover_files.empty();
-    out.push_back({"no orphan process or file is left", "", clean ? "pass" : "fail",
-                   clean ? "0" : left, "0",
-                   clean ? "no worker process, fifo, temporary directory or network namespace remained"
-                         : "left behind: " + left,
-                   e.where});
+    bool clean =
+        r.leftover_processes == 0 && r.leftover_namespaces == 0 && r.leftover_files.empty();
+    out.push_back(
+        {"no orphan process or file is left", "", clean ? "pass" : "fail", clean ? "0" : left, "0",
+         clean ? "no worker process, fifo, temporary directory or network namespace remained"
+               : "left behind: " + left,
+         e.where});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // seconds since the run's start (every worker joined), on the monotonic clock.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -35,10 +36,10 @@ struct FaultRec {
   std::string action;  // ActionSpec::describe()
   std::string kind;
   std::string role;
-  std::string where;   // file:line in the scenario
+  std::string where;  // file:line in the scenario
   double planned = 0;
-  double sent = -1;    // -1: never sent
-  double acked = -1;   // failpoints: when the worker's libfiu answered; others: = sent
+  double sent = -1;                 // -1: never sent
+  double acked = -1;                // failpoints: when the worker's libfiu answered; others: = sent
   std::string outcome = "pending";  // ok | error: ... | skipped: ...
   std::string note;                 // how it was done, when not the obvious way
   std::vector<std::string> worlds;  // the worlds it touches
@@ -49,16 +50,16 @@ struct WorkerRec {
   std::string role;
   int pid = 0;
   int starts = 0;
-  std::string exit;  // "exited 0", "killed by SIGKILL"
+  std::string exit;   // "exited 0", "killed by SIGKILL"
   bool hung = false;  // did not exit within the grace after stop
   bool killed_by_scenario = false;
   std::string stderr_tail;
 };
 
 struct RunRecord {
-  double duration = 0;     // planned, seconds
-  double elapsed = 0;      // from start to the end of the timeline
-  double startup = 0;      // seconds until every worker had joined
+  double duration = 0;  // planned, seconds
+  double elapsed = 0;   // from start to the end of the timeline
+  double startup = 0;   // seconds until every worker had joined
   bool interrupted = false;
   std::vector<std::string> harness_errors;
   std::vector<EventRec> events;
@@ -70,6 +71,15 @@ struct RunRecord {
   std::vector<std::string> leftover_files;
   double harness_cpu = 0;  // seconds of CPU the harness used
   double workers_cpu = 0;  // seconds of CPU its workers used
+
+  // Whether time `t` (seconds from the start) is within the run: from the start to the end of the
+  // timeline, and never past the planned duration (stopping the workers afterwards ends every
+  // world; what they report then is no verdict's business). Events outside are reported, not
+  // judged (`in_run` in the report).
+  bool inRun(double t) const {
+    const double end = duration > 0 ? std::min(elapsed, duration) : elapsed;
+    return t >= 0 && t <= end;
+  }
 };
 
 }  // namespace mw::harness

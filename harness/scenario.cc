@@ -598,6 +598,21 @@ class Validator {
           }
         }
       }
+      // One pattern per world: the worker runs each pattern on a thread of its own, and two
+      // patterns' operations would interleave in a different order at each member (a collective
+      // meeting another kind breaks the world; a gather facing an all_reduce stalls).
+      for (const auto& wn : ts.worlds) {
+        for (const auto& other : s.traffic) {
+          if (std::find(other.worlds.begin(), other.worlds.end(), wn) == other.worlds.end()) {
+            continue;
+          }
+          error(tw, path + ": world '" + wn + "' already carries " + other.pattern + " (" +
+                        other.where + "); a world carries one traffic pattern");
+        }
+      }
+      if (std::set<std::string>(ts.worlds.begin(), ts.worlds.end()).size() != ts.worlds.size()) {
+        error(tw, path + ".worlds: a world is named twice");
+      }
       s.traffic.push_back(ts);
     }
   }

@@ -24,11 +24,21 @@ std::string xmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
       default:
         // XML 1.0 forbids most control characters.
         if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') {
@@ -85,7 +95,8 @@ json runJson(const Scenario& s, const RunRecord& r) {
                              {"generation", e.generation},
                              {"cause", e.cause},
                              {"peer", e.peer},
-                             {"detail", e.detail}});
+                             {"detail", e.detail},
+                             {"in_run", r.inRun(e.t)}});
   }
   run["workers"] = json::array();
   for (const auto& w : r.workers) {
@@ -101,8 +112,8 @@ json runJson(const Scenario& s, const RunRecord& r) {
   json series = json::object();
   for (const auto& [world, roles] : r.windows) {
     for (const auto& [role, ws] : roles) {
-      json col = {{"t_s", json::array()},      {"generation", json::array()},
-                  {"bytes", json::array()},    {"ops", json::array()},
+      json col = {{"t_s", json::array()},        {"generation", json::array()},
+                  {"bytes", json::array()},      {"ops", json::array()},
                   {"lat_sum_ns", json::array()}, {"lat_max_ns", json::array()}};
       for (const auto& w : ws) {
         col["t_s"].push_back(r3(w.t));
@@ -157,10 +168,12 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   sc["seed"] = s.seed;
   sc["nemesis"] = s.nemesis.enabled;
   for (const auto& [name, w] : s.worlds) {
-    sc["worlds"][name] = {{"backend", w.backend},         {"size", w.size},
+    sc["worlds"][name] = {{"backend", w.backend},
+                          {"size", w.size},
                           {"heartbeat_ms", w.heartbeat.count()},
                           {"op_timeout_ms", w.op_timeout.count()},
-                          {"rejoin", w.rejoin},           {"start", w.start},
+                          {"rejoin", w.rejoin},
+                          {"start", w.start},
                           {"where", w.where}};
   }
   for (const auto& [name, role] : s.roles) {
@@ -168,14 +181,21 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   }
   sc["traffic"] = json::array();
   for (const auto& t : s.traffic) {
-    sc["traffic"].push_back({{"pattern", t.pattern}, {"worlds", t.worlds}, {"bytes", t.bytes},
-                             {"dtype", t.dtype},     {"rate", t.rate},     {"root", t.root}});
+    sc["traffic"].push_back({{"pattern", t.pattern},
+                             {"worlds", t.worlds},
+                             {"bytes", t.bytes},
+                             {"dtype", t.dtype},
+                             {"rate", t.rate},
+                             {"root", t.root}});
   }
   // The planned timeline: the same seed and file give the same one.
   sc["timeline"] = json::array();
   for (const auto& a : s.timeline) {
-    sc["timeline"].push_back({{"at_ms", a.at.count()}, {"action", a.describe()}, {"kind", a.kind},
-                              {"role", a.role}, {"where", a.where}});
+    sc["timeline"].push_back({{"at_ms", a.at.count()},
+                              {"action", a.describe()},
+                              {"kind", a.kind},
+                              {"role", a.role},
+                              {"where", a.where}});
   }
   json ex;
   const auto& e = s.expect;
@@ -183,8 +203,8 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   if (e.detected_within) ex["detected_within_ms"] = e.detected_within->count();
   for (const auto& [w, v] : e.detected_within_world) ex["detected_within_world_ms"][w] = v.count();
   for (const auto& t : e.throughput) {
-    ex["throughput"].push_back({{"world", t.world}, {"ratio", t.ratio}, {"window", t.window},
-                                {"where", t.where}});
+    ex["throughput"].push_back(
+        {{"world", t.world}, {"ratio", t.ratio}, {"window", t.window}, {"where", t.where}});
   }
   if (e.replacement_within) ex["replacement_within_ms"] = e.replacement_within->count();
   ex["no_hang"] = e.no_hang;
@@ -226,7 +246,8 @@ Scenario scenarioFromJson(const json& doc) {
   s.name = need(sc, "name", "scenario").get<std::string>();
   s.file = sc.value("file", std::string());
   s.description = sc.value("description", std::string());
-  s.duration = harness::Ms(static_cast<long long>(need(sc, "duration_s", "scenario").get<double>() * 1000));
+  s.duration =
+      harness::Ms(static_cast<long long>(need(sc, "duration_s", "scenario").get<double>() * 1000));
   s.warmup = harness::Ms(static_cast<long long>(sc.value("warmup_s", 1.0) * 1000));
   s.seed = sc.value("seed", 1ULL);
   s.nemesis.enabled = sc.value("nemesis", false);
@@ -258,15 +279,18 @@ Scenario scenarioFromJson(const json& doc) {
     e.has_broken = true;
     for (const auto& b : ex["broken"]) e.broken.insert(b.get<std::string>());
   }
-  if (ex.contains("detected_within_ms")) e.detected_within = harness::Ms(ex["detected_within_ms"].get<long long>());
+  if (ex.contains("detected_within_ms"))
+    e.detected_within = harness::Ms(ex["detected_within_ms"].get<long long>());
   if (ex.contains("detected_within_world_ms")) {
-    for (auto it = ex["detected_within_world_ms"].begin(); it != ex["detected_within_world_ms"].end(); ++it) {
+    for (auto it = ex["detected_within_world_ms"].begin();
+         it != ex["detected_within_world_ms"].end(); ++it) {
       e.detected_within_world[it.key()] = harness::Ms(it.value().get<long long>());
     }
   }
   for (const auto& t : ex.value("throughput", json::array())) {
     e.throughput.push_back({t.at("world").get<std::string>(), t.at("ratio").get<double>(),
-                            t.value("window", std::string("after")), t.value("where", std::string())});
+                            t.value("window", std::string("after")),
+                            t.value("where", std::string())});
   }
   if (ex.contains("replacement_within_ms")) {
     e.replacement_within = harness::Ms(ex["replacement_within_ms"].get<long long>());
@@ -305,10 +329,10 @@ RunRecord runFromJson(const json& doc) {
     // Reports written before the field existed are judged by the rule the harness used then: a
     // restart, or a kill with any signal but SIGSTOP, SIGCONT, SIGUSR* and SIGHUP.
     const bool legacy_end =
-        x.kind == "restart" ||
-        (x.kind == "kill" && x.action.find("SIGSTOP") == std::string::npos &&
-         x.action.find("SIGCONT") == std::string::npos &&
-         x.action.find("SIGUSR") == std::string::npos && x.action.find("SIGHUP") == std::string::npos);
+        x.kind == "restart" || (x.kind == "kill" && x.action.find("SIGSTOP") == std::string::npos &&
+                                x.action.find("SIGCONT") == std::string::npos &&
+                                x.action.find("SIGUSR") == std::string::npos &&
+                                x.action.find("SIGHUP") == std::string::npos);
     x.ends_role = f.value("ends_role", legacy_end);
     r.faults.push_back(x);
   }
@@ -455,9 +479,9 @@ std::string worldSvg(const json& doc, const std::string& world) {
   auto y = [&](double v) { return T + (H - T - B) * (1 - v / ymax); };
   std::ostringstream o;
   char buf[256];
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << W << " " << H
-    << "\" width=\"" << W << "\" height=\"" << H << "\" role=\"img\" aria-label=\"throughput of "
-    << xmlEscape(world) << "\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << W << " " << H << "\" width=\""
+    << W << "\" height=\"" << H << "\" role=\"img\" aria-label=\"throughput of " << xmlEscape(world)
+    << "\">\n";
   o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << (W - L - R) << "\" height=\""
     << (H - T - B) << "\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n";
   for (int i = 0; i <= 4; ++i) {
@@ -469,9 +493,10 @@ std::string worldSvg(const json& doc, const std::string& world) {
   }
   for (int i = 0; i <= 10; ++i) {
     double t = duration * i / 10;
-    std::snprintf(buf, sizeof(buf),
-                  "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">%.1fs</text>\n",
-                  x(t), H - B + 14, t);
+    std::snprintf(
+        buf, sizeof(buf),
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">%.1fs</text>\n", x(t),
+        H - B + 14, t);
     o << buf;
   }
   std::snprintf(buf, sizeof(buf),
@@ -498,11 +523,13 @@ std::string worldSvg(const json& doc, const std::string& world) {
       << "</title></line>\n";
   }
   for (const auto& e : run.value("events", json::array())) {
-    if (e.value("world", std::string()) != world || e.value("kind", std::string()) != "broken") continue;
+    if (e.value("world", std::string()) != world || e.value("kind", std::string()) != "broken")
+      continue;
     double t = e.value("t_s", -1.0);
     if (t < 0 || t > duration) continue;
     std::snprintf(buf, sizeof(buf),
-                  "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#ff7f0e\"><title>", x(t), T + 8.0);
+                  "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#ff7f0e\"><title>", x(t),
+                  T + 8.0);
     o << buf
       << xmlEscape("broken at " + e.value("role", std::string()) + " (" +
                    e.value("cause", std::string()) + "): " + e.value("detail", std::string()))
@@ -526,13 +553,14 @@ std::string html(const json& doc) {
        "font-size:13px;text-align:left;vertical-align:top}"
        ".pass{color:#2ca02c}.fail{color:#d62728}.error{color:#9467bd}.skipped{color:#7f7f7f}"
        "h2{margin-top:1.5em}code{background:#f3f3f3}</style></head><body>\n";
-  o << "<h1>" << xmlEscape(sc.value("name", std::string())) << " <span class=\"" << verdict
-    << "\">" << verdict << "</span></h1>\n";
+  o << "<h1>" << xmlEscape(sc.value("name", std::string())) << " <span class=\"" << verdict << "\">"
+    << verdict << "</span></h1>\n";
   o << "<p>" << xmlEscape(sc.value("description", std::string())) << "</p>\n";
   o << "<p><code>" << xmlEscape(sc.value("file", std::string())) << "</code>, seed "
     << sc.value("seed", 0ULL) << ", duration " << sc.value("duration_s", 0.0) << " s, outcome "
     << xmlEscape(doc.value("outcome", std::string()));
-  if (!doc.value("why", std::string()).empty()) o << ": " << xmlEscape(doc.value("why", std::string()));
+  if (!doc.value("why", std::string()).empty())
+    o << ": " << xmlEscape(doc.value("why", std::string()));
   o << "</p>\n<h2>Expectations</h2>\n<table><tr><th>expectation</th><th>verdict</th>"
        "<th>measured</th><th>threshold</th><th>detail</th></tr>\n";
   for (const auto& v : doc.value("expectations", json::array())) {
@@ -546,8 +574,9 @@ std::string html(const json& doc) {
        "rank-0 member per 100 ms window; dashed red lines are faults, orange dots breaks (hover "
        "for details).</p>\n";
   for (auto it = sc.at("worlds").begin(); it != sc.at("worlds").end(); ++it) {
-    o << "<h3>" << xmlEscape(it.key()) << " <small>(" << xmlEscape(it.value().value("backend", std::string()))
-      << ", " << it.value().value("size", 0) << " members)</small></h3>\n"
+    o << "<h3>" << xmlEscape(it.key()) << " <small>("
+      << xmlEscape(it.value().value("backend", std::string())) << ", "
+      << it.value().value("size", 0) << " members)</small></h3>\n"
       << worldSvg(doc, it.key());
   }
   o << "<h2>Timeline</h2>\n<table><tr><th>planned</th><th>sent</th><th>acknowledged</th>"
@@ -557,10 +586,11 @@ std::string html(const json& doc) {
     std::snprintf(times, sizeof(times), "<td>%.3f s</td><td>%.3f s</td><td>%.3f s</td>",
                   f.value("planned_s", 0.0), f.value("sent_s", -1.0), f.value("acked_s", -1.0));
     std::string outcome = f.value("outcome", std::string());
-    if (!f.value("note", std::string()).empty()) outcome += " (" + f.value("note", std::string()) + ")";
+    if (!f.value("note", std::string()).empty())
+      outcome += " (" + f.value("note", std::string()) + ")";
     o << "<tr>" << times << "<td>" << xmlEscape(f.value("action", std::string())) << "</td><td>"
-      << xmlEscape(outcome) << "</td><td>"
-      << xmlEscape(f.value("where", std::string())) << "</td></tr>\n";
+      << xmlEscape(outcome) << "</td><td>" << xmlEscape(f.value("where", std::string()))
+      << "</td></tr>\n";
   }
   o << "</table>\n<h2>World events</h2>\n<table><tr><th>time</th><th>role</th><th>world</th>"
        "<th>event</th><th>cause</th><th>detail</th></tr>\n";

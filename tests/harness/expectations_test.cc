@@ -1,0 +1,118 @@
+// Verdicts (harness/expectations.h) on run records made by hand: what each expectation counts,
+// and what it leaves out.
+#include "harness/expectations.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "harness/scenario.h"
+
+namespace mw::harness {
+namespace {
+
+// A scenario loaded from `text` (through a file, as mwchaos loads it).
+LoadedScenario load(const std::string& text) {
+  const std::string path = "/tmp/mw_expectations_test_" + std::to_string(::getpid()) + ".lua";
+  std::ofstream(path) << text;
+  auto r = loadScenario(path, LoadOptions{});
+  ::unlink(path.c_str());
+  INFO((r.errors.empty() ? std::string() : r.errors.front()));
+  REQUIRE(r.loaded);
+  return std::move(*r.loaded);
+}
+
+// Three members of w1; w2 between the leader and c; `fault` on the timeline at 1 s.
+std::string threeMembers(const std::string& fault, const std::string& expect) {
+  return R"(scenario {
+  name = "t", duration = "4s",
+  worlds = { w1 = { heartbeat = "500ms" }, w2 = { heartbeat = "500ms" } },
+  roles = { leader = { worlds = { w1 = 0, w2 = 0 } }, a = { worlds = { w1 = 1 } },
+            b = { worlds = { w1 = 2 } }, c = { worlds = { w2 = 1 } } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB" } },
+  timeline = { at("1s", )" +
+         fault + R"() },
+  expect = { )" +
+         expect + R"( },
+})";
+}
+
+RunRecord runWith(const std::string& kind, const std::string& role, std::vector<EventRec> events) {
+  RunRecord r;
+  r.duration = 4;
+  r.elapsed = 4.005;
+  FaultRec f;
+  f.action = kind + " " + role;
+  f.kind = kind;
+  f.role = role;
+  f.sent = f.acked = 1.0;
+  f.outcome = "ok";
+  f.worlds = {"w1"};
+  r.faults.push_back(f);
+  r.events = std::move(events);
+  return r;
+}
+
+EventRec broken(double t, const std::string& role, const std::string& world = "w1") {
+  EventRec e;
+  e.t = t;
+  e.role = role;
+  e.world = world;
+  e.kind = "broken";
+  e.cause = "peer_died";
+  return e;
+}
+
+const Verdict& find(const std::vector<Verdict>& all, const std::string& part) {
+  auto it = std::find_if(all.begin(), all.end(),
+                         [&](const Verdict& v) { return v.name.find(part) != std::string::npos; });
+  REQUIRE(it != all.end());
+  return *it;
+}
+
+TEST_CASE("detected_within counts the member a failpoint targeted", "[harness][expectations]") {
+  // Before, the targeted member was left out: it detected after 493 ms and the 100 ms bound
+  // passed on the others' 20-30 ms.
+  auto s = load(threeMembers(R"(failpoint("a", "mw/gloo/recv/w1"))",
+                             R"(broken = { "w1" }, detected_within = "100ms")"));
+  auto r =
+      runWith("failpoint", "a", {broken(1.020, "leader"), broken(1.030, "b"), broken(1.493, "a")});
+  const auto& v = find(evaluate(s.scenario, r), "detected broken within");
+  CHECK(v.status == "fail");
+  CHECK(v.measured == "493 ms");
+  CHECK_THAT(v.message, Catch::Contains("a after 493 ms"));
+}
+
+TEST_CASE("detected_within leaves out a member the fault paused or took out of the world",
+          "[harness][expectations]") {
+  for (const char* fault : {R"(pause("a"))", R"(remove_world("a", "w1"))"}) {
+    CAPTURE(fault);
+    auto s = load(threeMembers(fault, R"(broken = { "w1" }, detected_within = "100ms")"));
+    const std::string kind = std::string(fault).substr(0, std::string(fault).find('('));
+    auto r = runWith(kind, "a", {broken(1.020, "leader"), broken(1.030, "b")});
+    const auto& v = find(evaluate(s.scenario, r), "detected broken within");
+    CHECK(v.status == "pass");
+    CHECK(v.measured == "30 ms");
+  }
+}
+
+TEST_CASE("a break after the planned duration is not judged", "[harness][expectations]") {
+  // Stopping the workers ends every world; a break reported at 4.23 s of a 4 s run was judged.
+  auto s = load(threeMembers(R"(failpoint("c", "mw/gloo/recv/w2"))",
+                             R"(broken = { "w2" }, detected_within = "100ms")"));
+  RunRecord r = runWith("failpoint", "c",
+                        {broken(1.020, "leader", "w2"), broken(1.025, "c", "w2"),
+                         broken(4.003, "leader"), broken(4.230, "a")});
+  r.faults[0].worlds = {"w2"};
+  r.elapsed = 4.3;  // the end of the timeline came late; the duration still bounds the run
+  const auto all = evaluate(s.scenario, r);
+  CHECK(find(all, "world w1 stays healthy").status == "pass");
+  CHECK(find(all, "world w2 breaks").status == "pass");
+  CHECK(r.inRun(3.9));
+  CHECK_FALSE(r.inRun(4.003));
+}
+
+}  // namespace
+}  // namespace mw::harness
