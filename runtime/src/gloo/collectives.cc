@@ -435,6 +435,9 @@ Collective::Collective(const OpRequest& op, const CollectiveEnv& env)
     : impl_(std::make_unique<Impl>(Impl{Runner(op, env)})) {}
 struct NativeOptionsCache::Entry {
   ~Entry() {
+    // As in Buf::~Buf (gloo/channel.cc): taking the buffer's mutex orders Gloo's last touch of it
+    // (a completion or signalException, under that mutex) before its free, visibly to TSan.
+    if (out != nullptr) out->abortWaitRecv();
     if (channel != nullptr) channel->release(out);  // before the options drop the buffer
   }
   void* data = nullptr;
