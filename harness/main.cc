@@ -25,6 +25,7 @@
 #include "harness/orchestrator.h"
 #include "harness/scenario.h"
 #include "multiworld/multiworld.h"
+#include "reports/github.h"
 #include "reports/report.h"
 
 #if MW_CONFIG_WITH_NCCL
@@ -60,7 +61,9 @@ options:
                       faults until 1 s before the end
   --backend B         run every world on backend B (gloo or nccl): --backend gloo plays a GPU
                       scenario on CPU worlds where there is no GPU
-  --format LIST       report formats, comma separated: json,junit,html (default: all three)
+  --format LIST       report formats, comma separated: json,junit,html (default: all three),
+                      and github: ::error annotations at each failed expectation's file:line
+                      and a verdict table appended to $GITHUB_STEP_SUMMARY (docs/ci.md)
   -v, --verbose       print every line the workers report
   -q, --quiet         no progress line
   --worker PATH       the worker program (default: mw_worker next to this program)
@@ -177,8 +180,9 @@ int parse(int argc, char** argv, Cli& cli) {
       std::string item;
       for (size_t p = 0; p <= v->size(); ++p) {
         if (p == v->size() || (*v)[p] == ',') {
-          if (item != "json" && item != "junit" && item != "html") {
-            return usageError("--format: unknown format '" + item + "' (json, junit, html)");
+          if (item != "json" && item != "junit" && item != "html" && item != "github") {
+            return usageError("--format: unknown format '" + item +
+                              "' (json, junit, html, github)");
           }
           cli.formats.insert(item);
           item.clear();
@@ -299,13 +303,7 @@ std::string folderName(const std::string& file, const std::string& name) {
 bool writeFile(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  bool ok = fd >= 0;
-  for (size_t done = 0; ok && done < text.size();) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
+  bool ok = fd >= 0 && mw::reports::writeAll(fd, text);
   const int err = ok ? 0 : errno;
   if (fd >= 0 && ::close(fd) != 0 && ok) ok = false;
   if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
@@ -447,6 +445,8 @@ int run(const Cli& cli) {
     const bool written = writeReports(cli, out / folder, doc);
     all_written = all_written && written;
     printVerdict(doc, out / folder, cli, written);
+    if (cli.formats.count("github"))
+      std::fputs(mw::reports::githubAnnotations(doc).c_str(), stdout);
     docs.push_back(doc);
     const std::string v = mw::reports::verdictOf(doc);
     rc = combine(rc, v == "pass" ? kExitPass : v == "skipped" ? kExitUnavailable : kExitFail);
@@ -460,6 +460,11 @@ int run(const Cli& cli) {
     std::error_code ec;
     fs::create_directories(out, ec);
     all_written = writeFile(out / "junit.xml", mw::reports::junitXml(docs)) && all_written;
+  }
+  if (std::string why;
+      cli.formats.count("github") && !mw::reports::appendGithubSummary(docs, &why)) {
+    std::fprintf(stderr, "mwchaos: the GitHub job summary was not written: %s\n", why.c_str());
+    all_written = false;
   }
   if (!all_written) {
     std::fprintf(stderr, "mwchaos: some reports could not be written; exit %d\n", kExitUnavailable);
@@ -491,8 +496,16 @@ int report(const Cli& cli) {
                                          doc.value("environment", json::object()));
     fs::path dir = cli.out.empty() ? fs::path(path).parent_path() : fs::path(cli.out);
     if (dir.empty()) dir = ".";
-    const bool written = writeReports(cli, dir, fresh);
+    bool written = writeReports(cli, dir, fresh);
     printVerdict(fresh, dir, cli, written);
+    if (cli.formats.count("github")) {
+      std::fputs(mw::reports::githubAnnotations(fresh).c_str(), stdout);
+      std::string why;
+      if (!mw::reports::appendGithubSummary({fresh}, &why)) {
+        std::fprintf(stderr, "mwchaos: the GitHub job summary was not written: %s\n", why.c_str());
+        written = false;
+      }
+    }
     if (!written) return kExitUnavailable;
     const std::string v = mw::reports::verdictOf(fresh);
     return v == "pass" ? kExitPass : v == "skipped" ? kExitUnavailable : kExitFail;

@@ -945,7 +945,7 @@ class Validator {
 
   void expect(const LV* v, const std::string& w, Scenario& s) {
     ExpectSpec& e = s.expect;
-    e.where = w;
+    e.where = refine(w, "expect: ");  // the line of "expect =", where its verdicts point
     if (v == nullptr) return;
     if (v->t != LV::T::kTable) {
       error(w, "expect: expected a table");

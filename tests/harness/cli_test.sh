@@ -165,6 +165,22 @@ grep -q '<svg' "$work/wrong/wrong_expectation/report.html" || fail "HTML report 
 rm "$work/wrong/wrong_expectation/report.html"
 expect_rc 1 "report re-render" "$mwchaos" report "$work/wrong/wrong_expectation/report.json"
 [ -s "$work/wrong/wrong_expectation/report.html" ] || fail "report did not write the HTML again"
+# --format github: an ::error annotation at the failed expectation's file and line, and the verdict
+# table appended to $GITHUB_STEP_SUMMARY (docs/ci.md).
+summary=$work/summary.md
+echo "# earlier step" >"$summary"
+expect_rc 1 "github format" env GITHUB_STEP_SUMMARY="$summary" \
+  "$mwchaos" report --format json,github "$work/wrong/wrong_expectation/report.json"
+expect_out "github format" "^::error file=[^,]*wrong_expectation.lua,line=13,title=mwchaos%3A a wrong expectation fails%3A world w1 breaks::fail: world w1 was expected to break"
+expect_out "github format" "^::error file=[^,]*wrong_expectation.lua,line=13,title=.*world w2 stays healthy::fail: world w2 broke at"
+grep -q "^# earlier step" "$summary" || fail "github format: the summary file was overwritten, not appended to"
+grep -q "^| ❌ fail | a wrong expectation fails | .*wrong_expectation.lua\` | [0-9]*/[0-9]* |" "$summary" ||
+  { fail "github format: no verdict row in the summary"; cat "$summary"; }
+grep -q "^| a wrong expectation fails | world w1 breaks | fail | healthy | broken |" "$summary" ||
+  { fail "github format: no row for the failed expectation"; cat "$summary"; }
+expect_rc 3 "github format without GITHUB_STEP_SUMMARY" env -u GITHUB_STEP_SUMMARY \
+  "$mwchaos" report --format json,github "$work/wrong/wrong_expectation/report.json"
+expect_out "github format without GITHUB_STEP_SUMMARY" "GITHUB_STEP_SUMMARY is not set"
 echo '{"not": "a report"}' >"$work/garbage.json"
 expect_rc 2 "report of garbage" "$mwchaos" report "$work/garbage.json"
 expect_out "report of garbage" "not a multiworld chaos report"
