@@ -565,10 +565,9 @@ void GlooBackend::shutdown() {
   waitConnectionsQuiet();
   native_.clear();  // no operation runs any more; its buffers refer to the context
   std::lock_guard lock(close_mu_);
-  {
-    LoopTicker ticker(device_);  // one loop tick per pair released, at once (loop_ticker.h)
-    ctx_.reset();
-  }
+  // The pairs were closed above (their loop unregistered them itself): releasing the context
+  // waits for no loop tick here, unlike after a failed rendezvous (loop_ticker.h).
+  ctx_.reset();
   device_.reset();
 }
 

@@ -7,6 +7,9 @@
 // after 11 s. An eventfd that is always readable, registered (level-triggered) on the loop, keeps
 // epoll_wait from sleeping; the loop spins only while this object lives, around such a release.
 //
+// Only where pairs that never connected are released (a failed rendezvous): a healthy world's
+// pairs are closed and unregistered by the loop itself, and the ticker's own release costs a tick.
+//
 // Thread rules: one thread; destroy it before the device (it unregisters itself from the loop).
 #pragma once
 
