@@ -9,6 +9,7 @@
 
 #include "store/auth.h"
 #include "store_support.h"
+#include "support/hosted_world.h"
 
 namespace mw {
 namespace {
@@ -226,6 +227,32 @@ TEST_CASE("a rank that leaves before its world forms is no loss", "[runtime][sto
   INFO((notice.ok() ? notice->detail : notice.status().toString()));
   CHECK(notice.status().code() == Code::kTimeout);  // no notice: nobody was lost
   CHECK_FALSE(connectTo(*server)->check({"mw/broken"}, in(2000)).value());
+}
+
+}  // namespace
+}  // namespace mw
+
+namespace mw {
+namespace {
+
+TEST_CASE("out of descriptors, the store closes an idle handshake to let a client in",
+          "[runtime][store][limits]") {
+  // Before, accept failing with EMFILE paused the listener: a legitimate HELLO got no answer while
+  // idle sockets held every descriptor (seen at a 1,024-descriptor limit). The store runs in a
+  // process of its own with room for 12 more descriptors; 50 sockets that never send a byte
+  // connect first.
+  auto host = test::worker({"--store-fds", "12", "--exit-after-ms", "30000"});
+  auto line = host->readLine(std::chrono::seconds(10));
+  REQUIRE(line);
+  REQUIRE(line->rfind("store ", 0) == 0);
+  const auto port = static_cast<uint16_t>(std::stoi(line->substr(6)));
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 50; ++i) idle.push_back(std::make_unique<RawConn>(port));
+  std::this_thread::sleep_for(milliseconds(200));  // the store accepted what it could
+  auto client = StoreClient::connect({"127.0.0.1", port}, "fuzz-token", in(upTo(5000)));
+  INFO(client.status().toString());
+  REQUIRE(client.ok());
+  CHECK((*client)->set("k", "v", in(2000)).ok());
 }
 
 }  // namespace

@@ -10,6 +10,12 @@
 //                       [--allreduce NAME:FLOATS] (float32 all_reduce in a loop)
 //                       [--failpoint POINT:FAILNUM] (enabled once every world joined; needs a
 //                       runtime built with failpoints; prints "enabled <point> <t_ns>")
+//                       [--store-fds N] (first: hosts a StoreServer with token "fuzz-token",
+//                       with RLIMIT_NOFILE at N descriptors beyond those open; prints
+//                       "store <port>")
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +87,7 @@ int main(int argc, char** argv) {
   std::vector<mw::WorldOptions> joins;
   std::vector<Traffic> traffic;
   long exit_after_ms = 600000;
+  int store_fds = 0;
   std::vector<std::pair<std::string, int>> failpoints;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], val = argv[i + 1];
@@ -101,11 +108,31 @@ int main(int argc, char** argv) {
           {Traffic::kAllReduce, p[0], -1, static_cast<size_t>(std::atoll(p[1].c_str()))});
     } else if (flag == "--failpoint" && p.size() == 2) {
       failpoints.emplace_back(p[0], std::atoi(p[1].c_str()));
+    } else if (flag == "--store-fds") {
+      store_fds = std::atoi(val.c_str());
     } else if (flag == "--exit-after-ms") {
       exit_after_ms = std::atol(val.c_str());
     } else {
       return usage(("bad argument " + flag + " " + val).c_str());
     }
+  }
+  std::unique_ptr<mw::StoreServer> store;
+  if (store_fds > 0) {
+    size_t open = 0;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+      while (::readdir(d) != nullptr) ++open;
+      ::closedir(d);
+    }
+    mw::StoreServerOptions so;
+    so.token = "fuzz-token";
+    auto started = mw::StoreServer::start(so);
+    if (!started.ok()) return usage(started.status().toString().c_str());
+    store = std::move(*started);
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = open + static_cast<rlim_t>(store_fds);
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return usage("setrlimit failed");
+    say("store " + std::to_string(store->port()));
   }
   mw::WorldManager manager;
   mw::Communicator comm(manager);
