@@ -80,6 +80,49 @@ function ring_allreduce(t) return tagged("ring_allreduce", t, where()) end
 function broadcast(t) return tagged("broadcast", t, where()) end
 function pipeline(t) return tagged("pipeline", t, where()) end
 function throughput_kept(t) return tagged("throughput_kept", t, where()) end
+-- star { workers = { "a", "b" } or N, leader = "leader", prefix = "w", hosts = false,
+--        world = { heartbeat = "500ms", ... }, each = { w2 = { rejoin = true } } }
+-- The MultiWorld shape: one leader, and one world of two members per worker (the leader rank 0,
+-- the worker rank 1), named prefix..i. Returns the worlds and roles tables for scenario { ... }.
+function star(t)
+  if type(t) ~= "table" then error("star takes a table: star { workers = { \"a\", \"b\" } }", 2) end
+  local workers = t.workers
+  if type(workers) == "number" then
+    if workers < 1 or workers > 1024 or workers % 1 ~= 0 then
+      error("star: workers = N takes a whole number from 1 to 1024", 2)
+    end
+    local names = {}
+    for i = 1, workers do names[i] = "worker" .. i end
+    workers = names
+  end
+  if type(workers) ~= "table" or #workers == 0 then
+    error("star: workers must be a list of role names or a count", 2)
+  end
+  local leader, prefix = t.leader or "leader", t.prefix or "w"
+  if type(leader) ~= "string" or type(prefix) ~= "string" then
+    error("star: leader and prefix must be strings", 2)
+  end
+  for k in pairs(t) do
+    if k ~= "workers" and k ~= "leader" and k ~= "prefix" and k ~= "hosts" and k ~= "world" and
+       k ~= "each" then
+      error("star: unknown field '" .. tostring(k) .. "'", 2)
+    end
+  end
+  local worlds, roles = {}, { [leader] = { worlds = {} } }
+  if t.hosts then roles[leader].host = "h0" end
+  for i, worker in ipairs(workers) do
+    if type(worker) ~= "string" then error("star: workers[" .. i .. "] must be a role name", 2) end
+    local w = prefix .. i
+    local opts = {}
+    for k, v in pairs(t.world or {}) do opts[k] = v end
+    for k, v in pairs((t.each or {})[w] or {}) do opts[k] = v end
+    worlds[w] = opts
+    roles[leader].worlds[w] = 0
+    roles[worker] = { worlds = { [w] = 1 } }
+    if t.hosts then roles[worker].host = "h" .. i end
+  end
+  return worlds, roles
+end
 -- Scripts that draw random numbers draw the same ones for the same seed.
 math.randomseed(seed)
 return scenarios
@@ -1361,6 +1404,12 @@ traffic patterns
                      each 2-member world is a link of a chain: rank 0 sends to rank 1
 
 roles may sit on simulated hosts: { host = "h1", worlds = ... } (network namespaces; root)
+
+helpers
+  local worlds, roles = star { workers = { "a", "b" } (or a count), leader = "leader",
+                               prefix = "w", hosts = false, world = { heartbeat = "500ms" },
+                               each = { w2 = { rejoin = true } } }
+                     a leader and one 2-member world per worker (w1, w2, ...; leader rank 0)
 
 faults (timeline = { at("2s", <fault>), ... })
   kill(role [, signal])          any signal by name ("SIGTERM", "USR1") or number; default SIGKILL

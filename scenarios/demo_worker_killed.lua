@@ -1,20 +1,17 @@
 -- The MultiWorld demo: a leader in worlds w1 and w2 receives tensors from one worker in each.
 -- Worker b is SIGKILLed halfway: w2 must break at the leader within 100 ms, w1 must not break and
 -- must keep its throughput.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  world = { backend = "gloo", heartbeat = "500ms" },
+}
 scenario {
   name = "demo: a worker is killed, only its world breaks",
   description = "Leader in w1 and w2 receives 1 MiB tensors from a and b; b is SIGKILLed at 2.5 s.",
   duration = "5s",
   warmup = "1s",
-  worlds = {
-    w1 = { backend = "gloo", heartbeat = "500ms" },
-    w2 = { backend = "gloo", heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = {
     gather_to_leader { worlds = { "w1", "w2" }, bytes = "1MiB" },
   },

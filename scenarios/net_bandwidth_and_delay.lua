@@ -1,19 +1,18 @@
 -- Host h2's outgoing traffic is capped at 50 Mbit/s (tc tbf) at 2 s, then delayed by 20 ms at 3 s
 -- (tc netem, or the runtime's delay failpoint where the kernel has no netem). Neither breaks a
 -- world; w1 keeps its throughput, and the hook reports what the cap did to w2.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  hosts = true,
+  world = { heartbeat = "1s" },
+  each = { w2 = { heartbeat = "2s", op_timeout = "20s" } },
+}
 scenario {
   name = "a bandwidth cap and a delay on one host",
   description = "tbf 50mbit on h2 at 2 s; netem delay 20 ms on h2 at 3 s.",
   duration = "5s",
-  worlds = {
-    w1 = { heartbeat = "1s" },
-    w2 = { heartbeat = "2s", op_timeout = "20s" },
-  },
-  roles = {
-    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
-    a = { host = "h1", worlds = { w1 = 1 } },
-    b = { host = "h2", worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = {
     at("2s", bandwidth("h2", "50mbit")),

@@ -2,19 +2,13 @@
 -- it (these machines) the harness delays each of b's operations by 50 ms through the runtime's
 -- mw/gloo/delay failpoint. Either way w2 slows to at most 20 operations a second and nothing
 -- breaks; w1 keeps its throughput.
+local worlds, roles = star { workers = { "a", "b" }, hosts = true, world = { heartbeat = "1s" } }
 scenario {
   name = "50 ms of delay on one host",
   description = "delay(h2, 50ms) at 2 s: w2 drops to <= 20 operations per second; no world breaks.",
   duration = "4s",
-  worlds = {
-    w1 = { heartbeat = "1s" },
-    w2 = { heartbeat = "1s" },
-  },
-  roles = {
-    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
-    a = { host = "h1", worlds = { w1 = 1 } },
-    b = { host = "h2", worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "16KiB" } },
   timeline = { at("2s", delay("h2", "50ms")) },
   expect = {

@@ -1,18 +1,17 @@
 -- 20% packet loss on host h2 (worker b, world w2) from 2 s. The other world keeps at least 97% of
 -- its throughput; the lossy world's drop is reported by the check hook.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  hosts = true,
+  world = { heartbeat = "1s" },
+  each = { w2 = { heartbeat = "3s", op_timeout = "20s" } },
+}
 scenario {
   name = "20% loss on one world's link",
   description = "iptables statistic drops 20% of h2's packets both ways from 2 s.",
   duration = "5s",
-  worlds = {
-    w1 = { heartbeat = "1s" },
-    w2 = { heartbeat = "3s", op_timeout = "20s" },
-  },
-  roles = {
-    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
-    a = { host = "h1", worlds = { w1 = 1 } },
-    b = { host = "h2", worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = { at("2s", loss("h2", 0.2)) },
   expect = {

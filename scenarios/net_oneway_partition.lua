@@ -3,19 +3,17 @@
 -- silent after w2's heartbeat timeout and w2 breaks; w1 is untouched. b itself learns later: with
 -- its ACKs dropped, the store's pings to it stall too, and b declares the store silent up to one
 -- more timeout after that (measured: leader 0.5 s, b 0.5-0.73 s).
+local worlds, roles = star {
+  workers = { "a", "b" },
+  hosts = true,
+  world = { heartbeat = "500ms" },
+}
 scenario {
   name = "a one-way partition silences a worker",
   description = "DROP of h2 -> h0 only, at 2 s; w2 heartbeat 500 ms.",
   duration = "4s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
-    a = { host = "h1", worlds = { w1 = 1 } },
-    b = { host = "h2", worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = { at("2s", partition { a = { "h2" }, b = { "h0" }, oneway = true }) },
   expect = {

@@ -1,19 +1,17 @@
 -- Three simulated hosts. At 2 s host h2 (worker b) is cut off silently: its packets are dropped
 -- both ways, nothing is closed. w2 must break at the leader within its heartbeat timeout + 250 ms;
 -- w1 (leader and a, on h0 and h1) is not touched.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  hosts = true,
+  world = { heartbeat = "500ms" },
+}
 scenario {
   name = "a silent partition isolates one worker",
   description = "iptables DROP between h2 and the other hosts at 2 s; w2 heartbeat 500 ms.",
   duration = "4s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
-    a = { host = "h1", worlds = { w1 = 1 } },
-    b = { host = "h2", worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = { at("2s", partition { a = { "h2" }, b = { "h0", "h1" } }) },
   expect = {

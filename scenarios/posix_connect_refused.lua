@@ -4,19 +4,17 @@
 -- nothing hangs; once the fault is cleared, b joins w2's next generation and data moves again.
 -- The leader re-creates w2 for it (rejoin = true), and that generation must stay up although its
 -- rendezvous waited seconds for b. w1 is never touched.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  world = { heartbeat = "500ms" },
+  each = { w2 = { heartbeat = "500ms", rejoin = true } },
+}
 scenario {
   name = "connect failing keeps a member out of its world until it clears, with a clear error",
   description = "posix/io/net/connect fails with ECONNREFUSED in b from 2 s to 5 s; b leaves w2 at 2.2 s and rejoins from 2.5 s.",
   duration = "7s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms", rejoin = true },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = {
     at("2s", failpoint("b", "posix/io/net/connect", { errno = "ECONNREFUSED" })),

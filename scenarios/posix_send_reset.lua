@@ -4,20 +4,14 @@
 -- and a link that cannot send is a lost member. b is in w2 only, so w2 must break, at b and at
 -- the leader, within 200 ms (b's next heartbeat is due within heartbeat / 10 = 50 ms); w1 must
 -- neither break nor slow down, and every process must still stop cleanly at the end.
+local worlds, roles = star { workers = { "a", "b" }, world = { heartbeat = "500ms" } }
 scenario {
   name = "send failing in one process breaks that process's world through its store link",
   description = "posix/io/net/send fails with ECONNRESET in worker b (world w2) from 2.5 s; w1 runs on.",
   duration = "5s",
   warmup = "1s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "1MiB" } },
   timeline = {
     at("2.5s", failpoint("b", "posix/io/net/send", { errno = "ECONNRESET" })),

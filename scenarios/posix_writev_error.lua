@@ -4,20 +4,18 @@
 -- reports it, because the connection is in fact healthy. Nothing moves in w2 any more, and the
 -- runtime's operation deadline (op_timeout, 1 s here) is what breaks it. b is in w2 only: w1
 -- must neither break nor slow down, and every process must still stop cleanly at the end.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  world = { heartbeat = "500ms" },
+  each = { w2 = { heartbeat = "500ms", op_timeout = "1s" } },
+}
 scenario {
   name = "writev failing under Gloo stalls its world until the operation deadline breaks it",
   description = "posix/io/rw/writev fails with EPIPE in worker b (world w2, op_timeout 1 s) from 2.5 s.",
   duration = "5s",
   warmup = "1s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms", op_timeout = "1s" },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "1MiB" } },
   timeline = {
     at("2.5s", failpoint("b", "posix/io/rw/writev", { errno = "EPIPE" })),

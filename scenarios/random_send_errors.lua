@@ -1,19 +1,13 @@
 -- Every send of worker a in w1 fails with probability 0.1 from 2 s on (libfiu's random points,
 -- seeded per process from the scenario seed). w1 breaks; w2 never does.
+local worlds, roles = star { workers = { "a", "b" }, world = { heartbeat = "500ms" } }
 scenario {
   name = "sends failing with probability 0.1 break their world only",
   description = "ECONNRESET with probability 0.1 on a's sends in w1 from 2 s.",
   duration = "4s",
   seed = 11,
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB" } },
   timeline = {
     at("2s", failpoint("a", "mw/{backend}/send/w1", { errno = "ECONNRESET", probability = 0.1 })),

@@ -3,20 +3,18 @@
 -- SIGKILL followed by a restart (the worker's world breaks and re-forms) hits worker a or b.
 -- Expected: no world breaks without a fault that touches it, no hang, nothing left behind.
 -- The same seed draws the same timeline (mwchaos run --seed N replays it; see the report).
+local worlds, roles = star {
+  workers = { "a", "b" },
+  hosts = true,
+  world = { heartbeat = "1s", rejoin = true },
+}
 scenario {
   name = "soak: a seeded random nemesis for 60 s",
   description = "partition / loss / pause / kill+restart on workers a and b, drawn from the seed.",
   duration = "60s",
   seed = 2026,
-  worlds = {
-    w1 = { heartbeat = "1s", rejoin = true },
-    w2 = { heartbeat = "1s", rejoin = true },
-  },
-  roles = {
-    leader = { host = "h0", worlds = { w1 = 0, w2 = 0 } },
-    a = { host = "h1", worlds = { w1 = 1 } },
-    b = { host = "h2", worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB", rate = 200 } },
   nemesis = {
     faults = { "partition", "loss", "pause", "kill" },

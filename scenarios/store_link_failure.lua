@@ -1,18 +1,12 @@
 -- The connection between worker b and its world's store fails (ETIMEDOUT injected on the member
 -- link): the store announces b's loss, w2 breaks everywhere at once; w1 is untouched.
+local worlds, roles = star { workers = { "a", "b" }, world = { heartbeat = "500ms" } }
 scenario {
   name = "a member's store connection fails: only its world breaks",
   description = "ETIMEDOUT injected into b's link to the store of w2 at 2 s.",
   duration = "4s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = {
     at("2s", failpoint("b", "mw/store/link/w2", { errno = "ETIMEDOUT", once = true })),

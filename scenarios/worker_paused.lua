@@ -1,19 +1,13 @@
 -- A worker stopped with SIGSTOP goes silent without closing anything: its world breaks once the
 -- heartbeat timeout passes (500 ms here, detected within 250 ms of it); the other world is
 -- untouched, also after the worker resumes.
+local worlds, roles = star { workers = { "a", "b" }, world = { heartbeat = "500ms" } }
 scenario {
   name = "a paused worker breaks its world after the heartbeat timeout",
   description = "Worker b is paused at 2 s and resumed at 4 s; w2 has a 500 ms heartbeat timeout.",
   duration = "5s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms" },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = {
     at("2s", pause("b")),

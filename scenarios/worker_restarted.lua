@@ -1,19 +1,17 @@
 -- Worker b is killed, then started again: it joins a fresh generation of w2 (the leader leaves the
 -- broken w2 and re-creates it under the same name), which is healthy again within 3 s; w1 never
 -- notices.
+local worlds, roles = star {
+  workers = { "a", "b" },
+  world = { heartbeat = "500ms" },
+  each = { w2 = { heartbeat = "500ms", rejoin = true } },
+}
 scenario {
   name = "a restarted worker rejoins a fresh world",
   description = "b is SIGKILLed at 1.5 s and restarted at 2.5 s; w2 re-forms with rejoin = true.",
   duration = "5s",
-  worlds = {
-    w1 = { heartbeat = "500ms" },
-    w2 = { heartbeat = "500ms", rejoin = true },
-  },
-  roles = {
-    leader = { worlds = { w1 = 0, w2 = 0 } },
-    a = { worlds = { w1 = 1 } },
-    b = { worlds = { w2 = 1 } },
-  },
+  worlds = worlds,
+  roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
   timeline = {
     at("1.5s", kill("b")),

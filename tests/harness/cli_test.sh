@@ -95,6 +95,7 @@ check_invalid posix_write.lua 6 "POSIX point 'posix/io/rw/write' is not offered 
 check_invalid posix_no_errno.lua 6 "mode.failnum: unknown field"
 check_invalid binary_chunk.lua 3 "attempt to load a binary chunk"
 check_invalid deep_tables.lua 5 "tables nested more than 32 deep"
+check_invalid star_bad_field.lua 1 "star: unknown field 'heartbeat'"
 check_invalid two_patterns.lua 7 "world .w1. already carries broadcast \(.*two_patterns.lua:6\); a world carries one traffic pattern"
 check_invalid table_cycle.lua 4 "a table contains itself"
 check_invalid string_dump.lua 2 "attempt to call a nil value \(field 'dump'\)"
