@@ -79,7 +79,8 @@ exit codes:
   1  an expectation failed, or the harness could not run a scenario (the report says why)
   2  invalid scenario or usage
   3  this machine cannot run a scenario (no GPU, no failpoints...): what is missing is printed;
-     or a report could not be written (a CI gate never passes without its report)
+     or a report could not be written (a CI gate never passes without its report),
+     or mwchaos failed outside any scenario's run (inside one: 1, and its report says why)
 When several scenarios run, the code is the first of 2, 1, 3, 0 that applies, except that a
 report that could not be written makes it 3 (unless it is 2). Reports are written to a
 temporary file beside the final one and renamed: a link at the final path is replaced, never
@@ -421,22 +422,30 @@ int run(const Cli& cli) {
   bool all_written = true;  // a gate must not pass on a report that is not there
   for (auto& [file, l] : loaded) {
     const Scenario& s = l.scenario;
-    RunResult res = runScenario(s, ro);
+    RunResult res;
     std::string outcome = "completed";
     std::vector<Verdict> verdicts;
-    if (res.outcome == RunOutcome::kUnavailable) {
-      outcome = "unavailable";
-    } else if (res.outcome == RunOutcome::kInterrupted) {
-      outcome = "interrupted";
-    } else if (res.outcome == RunOutcome::kHarnessError) {
-      outcome = "harness_error";
-    } else {
-      verdicts = evaluate(s, res.record);
-      if (s.expect.has_check) {
-        auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
-        verdicts.push_back(
-            {"expect.check hook", "", ok ? "pass" : "fail", "", "", msg, s.expect.where});
+    try {
+      res = runScenario(s, ro);
+      if (res.outcome == RunOutcome::kUnavailable) {
+        outcome = "unavailable";
+      } else if (res.outcome == RunOutcome::kInterrupted) {
+        outcome = "interrupted";
+      } else if (res.outcome == RunOutcome::kHarnessError) {
+        outcome = "harness_error";
+      } else {
+        verdicts = evaluate(s, res.record);
+        if (s.expect.has_check) {
+          auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
+          verdicts.push_back(
+              {"expect.check hook", "", ok ? "pass" : "fail", "", "", msg, s.expect.where});
+        }
       }
+    } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
+      outcome = "harness_error";
+      res.outcome = RunOutcome::kHarnessError;
+      res.why = std::string("internal error of the harness: ") + e.what();
+      verdicts.clear();
     }
     json doc = mw::reports::reportJson(s, res.record, verdicts, outcome, res.why, env);
     std::string folder = folderName(s.file, s.name);
@@ -530,7 +539,12 @@ int main(int argc, char** argv) {
     std::fputs(describeApi().c_str(), stdout);
     return kExitPass;
   }
-  if (cli.command == "validate") return validate(cli);
-  if (cli.command == "report") return report(cli);
-  return run(cli);
+  try {
+    if (cli.command == "validate") return validate(cli);
+    if (cli.command == "report") return report(cli);
+    return run(cli);
+  } catch (const std::exception& e) {  // never an abort: a gate reads the exit code
+    std::fprintf(stderr, "mwchaos: internal error: %s\n", e.what());
+    return kExitUnavailable;
+  }
 }

@@ -20,9 +20,9 @@
 #include <thread>
 
 #include "chaos/fifo_control.h"
-#include "chaos/posix_faults.h"
 #include "chaos/netsim.h"
 #include "chaos/ports.h"
+#include "chaos/posix_faults.h"
 #include "chaos/process.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
@@ -34,14 +34,15 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr auto kStartupLimit = 60s;   // every worker joined
-constexpr auto kStopGrace = 5s;       // a worker told to stop has exited
-constexpr auto kFifoLimit = 5s;       // a worker's failpoint fifo answers
-constexpr auto kCommandLimit = 1s;    // one failpoint command answered
+constexpr auto kStartupLimit = 60s;  // every worker joined
+constexpr auto kStopGrace = 5s;      // a worker told to stop has exited
+constexpr auto kFifoLimit = 5s;      // a worker's failpoint fifo answers
+constexpr auto kCommandLimit = 1s;   // one failpoint command answered
 constexpr size_t kStderrTail = 4000;
 
 long long nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 std::vector<std::string> splitWords(const std::string& line, size_t max_parts) {
@@ -75,7 +76,7 @@ struct Worker {
   bool fifo_wanted = false;
   bool fifo_unavailable = false;
   bool killed_by_scenario = false;
-  bool stopped = false;  // told to stop at the end
+  bool stopped = false;                   // told to stop at the end
   bool out_eof = false, err_eof = false;  // pipes closed: no longer polled
   int starts = 0;
 };
@@ -132,8 +133,9 @@ class Run {
       if (dev == "gpu") {
         if (o_.gpus <= 0) {
           fail(RunOutcome::kUnavailable,
-               "role '" + name + "' needs a GPU (an nccl world) and this machine has none; run "
-               "with --backend gloo to play the scenario on CPU worlds");
+               "role '" + name +
+                   "' needs a GPU (an nccl world) and this machine has none; run "
+                   "with --backend gloo to play the scenario on CPU worlds");
           return;
         }
         dev = "cuda:" + std::to_string(gpu_next++ % o_.gpus);
@@ -208,8 +210,8 @@ class Run {
     json c;
     c["role"] = role;
     // Per-role seeds derived from the scenario's: every process draws its own sequence.
-    c["seed"] = static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^
-                                      std::hash<std::string>{}(role));
+    c["seed"] =
+        static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^ std::hash<std::string>{}(role));
     c["window_ms"] = 100;
     if (!fifo_prefix.empty()) c["fifo_prefix"] = fifo_prefix;
     c["worlds"] = json::array();
@@ -337,8 +339,19 @@ class Run {
     }
   }
 
+  // A line the worker wrote that cannot be read is an error in the report, never a crash.
   void handleLine(Worker& w, const std::string& line) {
     if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
+    try {
+      parseLine(w, line);
+    } catch (const std::exception& e) {  // std::stoll and friends on what is not a number
+      res_.record.harness_errors.push_back("role '" + w.role + "' wrote a line that is not " +
+                                           "the worker protocol (" + e.what() + "): '" +
+                                           line.substr(0, 200) + "'");
+    }
+  }
+
+  void parseLine(Worker& w, const std::string& line) {
     auto p = splitWords(line, 9);
     if (p.empty()) return;
     const std::string& k = p[0];
@@ -406,8 +419,10 @@ class Run {
       if (!w.out_eof) fds.push_back({w.proc->stdoutFd(), POLLIN, 0});
       if (!w.err_eof) fds.push_back({w.proc->stderrFd(), POLLIN, 0});
     }
-    if (!fds.empty()) ::poll(fds.data(), fds.size(), ms);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    if (!fds.empty())
+      ::poll(fds.data(), fds.size(), ms);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     for (auto& [role, w] : workers_) readAll(w);
   }
 
@@ -422,8 +437,8 @@ class Run {
           readAll(w);
           if (res_.outcome != RunOutcome::kCompleted) return;
           fail(RunOutcome::kHarnessError,
-               "role '" + role + "' " + w.proc->exitText() + " before it joined its worlds: " +
-                   lastLines(w.err_tail));
+               "role '" + role + "' " + w.proc->exitText() +
+                   " before it joined its worlds: " + lastLines(w.err_tail));
           return;
         }
         all &= w.ready;
@@ -459,17 +474,22 @@ class Run {
     f.sent = rel(nowNs());
     if (a.network()) {
       Status st;
-      if (a.kind == "partition") st = net_->partition(a.hosts_a, a.hosts_b, a.loud, a.oneway);
-      else if (a.kind == "heal") st = net_->heal();
-      else if (a.kind == "loss") st = net_->loss(a.host, a.loss);
-      else if (a.kind == "bandwidth") st = net_->bandwidth(a.host, a.rate);
-      else if (a.kind == "delay") st = net_->delay(a.host, a.delay_ms, a.jitter_ms);
+      if (a.kind == "partition")
+        st = net_->partition(a.hosts_a, a.hosts_b, a.loud, a.oneway);
+      else if (a.kind == "heal")
+        st = net_->heal();
+      else if (a.kind == "loss")
+        st = net_->loss(a.host, a.loss);
+      else if (a.kind == "bandwidth")
+        st = net_->bandwidth(a.host, a.rate);
+      else if (a.kind == "delay")
+        st = net_->delay(a.host, a.delay_ms, a.jitter_ms);
       if (a.kind == "delay" && st.code() == Code::kUnavailable) st = delayByFailpoint(a, f, st);
       if (a.kind == "heal") clearDelays();
       f.acked = rel(nowNs());
-      f.outcome = st.ok() ? "ok"
+      f.outcome = st.ok()                           ? "ok"
                   : st.code() == Code::kUnavailable ? "skipped: " + st.message()
-                                                     : "error: " + st.message();
+                                                    : "error: " + st.message();
       return;
     }
     Worker& w = workers_[a.role];
@@ -505,8 +525,9 @@ class Run {
       w.proc->tell("add " + a.world);
     } else if (a.kind == "failpoint" || a.kind == "clear_failpoint") {
       if (w.fifo_unavailable) {
-        f.outcome = "skipped: this build of the worker has no failpoints (configure with "
-                    "-DMW_WITH_FIU=ON and libfiu-dev)";
+        f.outcome =
+            "skipped: this build of the worker has no failpoints (configure with "
+            "-DMW_WITH_FIU=ON and libfiu-dev)";
         return;
       }
       if (!w.fifo.isOpen()) {
@@ -558,7 +579,8 @@ class Run {
   void clearDelays() {
     for (const auto& [role, point] : delays_) {
       Worker& w = workers_[role];
-      if (w.fifo.isOpen()) w.fifo.command(chaos::disableCommand(point), deadlineIn(kCommandLimit)).ignore();
+      if (w.fifo.isOpen())
+        w.fifo.command(chaos::disableCommand(point), deadlineIn(kCommandLimit)).ignore();
     }
     delays_.clear();
   }
@@ -609,11 +631,12 @@ class Run {
         act(next++);
       }
       long long wake = end_ns;
-      if (next < s_.timeline.size()) wake = std::min(wake, t0_ns_ + s_.timeline[next].at.count() * 1000000LL);
+      if (next < s_.timeline.size())
+        wake = std::min(wake, t0_ns_ + s_.timeline[next].at.count() * 1000000LL);
       // Rounded up (waitMillis): rounded down, the last fraction of a millisecond before an
       // action was a zero timeout, and this loop spun through it.
-      int ms = static_cast<int>(
-          std::min<long long>(mw::waitMillis(std::chrono::nanoseconds(wake - nowNs())).count(), 20));
+      int ms = static_cast<int>(std::min<long long>(
+          mw::waitMillis(std::chrono::nanoseconds(wake - nowNs())).count(), 20));
       pump(ms);
       for (auto& [role, w] : workers_) {
         if (w.proc && w.proc->poll() && !w.killed_by_scenario && !w.stopped) {
@@ -699,13 +722,15 @@ class Run {
   std::map<std::string, std::string> devices_;
   std::set<std::string> fifo_roles_;
   std::set<std::string> posix_roles_;  // started with libfiu's POSIX preload
-  std::string token_env_;               // "MW_CHAOS_STORE_TOKEN=<this run's token>"
+  std::string token_env_;              // "MW_CHAOS_STORE_TOKEN=<this run's token>"
   std::string posix_env_;              // "LD_PRELOAD=..." for them
   std::map<std::string, Worker> workers_;
   std::unique_ptr<chaos::SimNet> net_;
-  std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled  // simulated hosts, when the scenario places roles on them
-  std::map<std::string, std::string> state_;      // world/role -> last event kind
-  std::map<std::string, double> last_bytes_;      // world/role -> last window's bytes
+  std::vector<std::pair<std::string, std::string>>
+      delays_;  // role, delay failpoint enabled  // simulated hosts, when the scenario places roles
+                // on them
+  std::map<std::string, std::string> state_;  // world/role -> last event kind
+  std::map<std::string, double> last_bytes_;  // world/role -> last window's bytes
   std::set<std::string> hung_;
 };
 

@@ -224,6 +224,13 @@ expect_out "hanging worker" "fail +no process hangs: did not exit within 5 s of 
 expect_out "hanging worker" "pass +no orphan process or file is left"
 if pgrep -f "hanging_worker.sh" >/dev/null; then fail "hanging worker: its process is still there"; fi
 
+# A worker that writes lines the harness cannot parse: an error in the report, not a crash.
+expect_rc 1 "garbling worker" "$mwchaos" run --format json -o "$work/garble" \
+  --worker "$src/tests/harness/fixtures/garbling_worker.sh" "$fx/one_role.lua"
+expect_out "garbling worker" "error +the harness ran the scenario: role 'a' wrote a line that is not the worker protocol \(stoll\): 'metrics notanumber"
+expect_out "garbling worker" "99999999999999999999999"
+[ -s "$work/garble/one_role/report.json" ] || fail "garbling worker: no report"
+
 # Network scenarios need root: as an unprivileged user the run exits 3 saying so.
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && as_nobody "$mwchaos" --help >/dev/null 2>&1 &&
