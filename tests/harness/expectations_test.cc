@@ -65,6 +65,7 @@ EventRec broken(double t, const std::string& role, const std::string& world = "w
   return e;
 }
 
+// REQUIRES: `all` outlives the returned reference (keep evaluate()'s result in a variable).
 const Verdict& find(const std::vector<Verdict>& all, const std::string& part) {
   auto it = std::find_if(all.begin(), all.end(),
                          [&](const Verdict& v) { return v.name.find(part) != std::string::npos; });
@@ -79,7 +80,8 @@ TEST_CASE("detected_within counts the member a failpoint targeted", "[harness][e
                              R"(broken = { "w1" }, detected_within = "100ms")"));
   auto r =
       runWith("failpoint", "a", {broken(1.020, "leader"), broken(1.030, "b"), broken(1.493, "a")});
-  const auto& v = find(evaluate(s.scenario, r), "detected broken within");
+  const auto all = evaluate(s.scenario, r);
+  const auto& v = find(all, "detected broken within");
   CHECK(v.status == "fail");
   CHECK(v.measured == "493 ms");
   CHECK_THAT(v.message, Catch::Contains("a after 493 ms"));
@@ -92,7 +94,8 @@ TEST_CASE("detected_within leaves out a member the fault paused or took out of t
     auto s = load(threeMembers(fault, R"(broken = { "w1" }, detected_within = "100ms")"));
     const std::string kind = std::string(fault).substr(0, std::string(fault).find('('));
     auto r = runWith(kind, "a", {broken(1.020, "leader"), broken(1.030, "b")});
-    const auto& v = find(evaluate(s.scenario, r), "detected broken within");
+    const auto all = evaluate(s.scenario, r);
+    const auto& v = find(all, "detected broken within");
     CHECK(v.status == "pass");
     CHECK(v.measured == "30 ms");
   }
