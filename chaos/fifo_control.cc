@@ -12,7 +12,9 @@ namespace mw::chaos {
 
 namespace {
 
-std::string err(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+std::string err(int e) {
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
 
 }  // namespace
 
@@ -42,7 +44,8 @@ Result<FifoControl> FifoControl::open(const std::string& in_path, Deadline deadl
   const std::string suffix = ".in";
   if (in_path.size() <= suffix.size() ||
       in_path.compare(in_path.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return Status(Code::kInvalidArgument, "failpoint fifo path '" + in_path + "' does not end in .in");
+    return Status(Code::kInvalidArgument,
+                  "failpoint fifo path '" + in_path + "' does not end in .in");
   }
   const std::string out_path = in_path.substr(0, in_path.size() - suffix.size()) + ".out";
   FifoControl c;
@@ -56,7 +59,8 @@ Result<FifoControl> FifoControl::open(const std::string& in_path, Deadline deadl
       return Status(Code::kIoError, "opening failpoint fifo " + in_path + ": " + err(e));
     }
     if (Clock::now() >= deadline) {
-      return Status(Code::kTimeout, "failpoint fifo " + in_path + " has no reader (" + err(e) + ")");
+      return Status(Code::kTimeout,
+                    "failpoint fifo " + in_path + " has no reader (" + err(e) + ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -88,7 +92,8 @@ Status FifoControl::command(const std::string& line, Deadline deadline) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN) return Status(Code::kIoError, "writing to the failpoint fifo: " + err(errno));
+    if (n < 0 && errno != EAGAIN)
+      return Status(Code::kIoError, "writing to the failpoint fifo: " + err(errno));
     if (Clock::now() >= deadline) return Status(Code::kTimeout, "failpoint fifo is full");
     pollfd p{in_, POLLOUT, 0};
     ::poll(&p, 1, 1);
@@ -102,10 +107,12 @@ Status FifoControl::command(const std::string& line, Deadline deadline) {
       return Status(Code::kRemoteError, "libfiu answered '" + reply + "' to '" + line + "'");
     }
     auto left = remaining(deadline).count();
-    if (left <= 0) return Status(Code::kTimeout, "no reply from the failpoint fifo to '" + line + "'");
+    if (left <= 0)
+      return Status(Code::kTimeout, "no reply from the failpoint fifo to '" + line + "'");
     pollfd p{out_, POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
-    if (r < 0 && errno != EINTR) return Status(Code::kIoError, "polling the failpoint fifo: " + err(errno));
+    if (r < 0 && errno != EINTR)
+      return Status(Code::kIoError, "polling the failpoint fifo: " + err(errno));
     if (r <= 0) continue;
     char buf[256];
     ssize_t n = ::read(out_, buf, sizeof(buf));

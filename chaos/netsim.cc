@@ -1,21 +1,20 @@
 #include "chaos/netsim.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
 #include <fcntl.h>
-
-#include <algorithm>
-#include <cstdlib>
-#include <set>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "chaos/process.h"
 
@@ -58,7 +57,8 @@ Status SimNet::available() {
 
 Result<SimNet::Holder> SimNet::hold() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -211,8 +211,8 @@ Status SimNet::partition(const std::vector<std::string>& a, const std::vector<st
     MW_RETURN_IF_ERROR(forHost(to, &ht, &at));
     if (loud) {
       // TCP gets a reset at once; anything else an ICMP "port unreachable".
-      MW_RETURN_IF_ERROR(in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-p", "tcp", "-j",
-                                  "REJECT", "--reject-with", "tcp-reset"}));
+      MW_RETURN_IF_ERROR(in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-p", "tcp", "-j", "REJECT",
+                                  "--reject-with", "tcp-reset"}));
       return in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-j", "REJECT"});
     }
     return in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-j", "DROP"});
@@ -255,9 +255,9 @@ Status SimNet::delay(const std::string& host, int ms, int jitter_ms) {
                      std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
   if (!s.ok() && (s.message().find("netem") != std::string::npos ||
                   s.message().find("qdisc kind is unknown") != std::string::npos)) {
-    return Status(Code::kUnavailable,
-                  "this kernel has no netem qdisc (sch_netem), so delay cannot be simulated: " +
-                      s.message());
+    return Status(
+        Code::kUnavailable,
+        "this kernel has no netem qdisc (sch_netem), so delay cannot be simulated: " + s.message());
   }
   return s;
 }

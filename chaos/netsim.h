@@ -38,8 +38,8 @@ class SimNet {
   // Cuts traffic from hosts `a` to hosts `b` and, unless `oneway`, from `b` to `a`. Silent: the
   // packets are dropped (peers see nothing until their own timeouts); loud: TCP gets a reset at
   // once (ECONNRESET), other packets an ICMP reject.
-  Status partition(const std::vector<std::string>& a, const std::vector<std::string>& b,
-                   bool loud, bool oneway);
+  Status partition(const std::vector<std::string>& a, const std::vector<std::string>& b, bool loud,
+                   bool oneway);
   // Drops each packet to and from `host` with probability `p` (iptables statistic).
   Status loss(const std::string& host, double p);
   // Caps what `host` sends to `rate` ("10mbit", "1gbit"; tc tbf).

@@ -41,8 +41,9 @@ std::string checkPosixPoint(const std::string& name) {
     why += " (no wildcards: posix/io/net/* would take poll(2) and the control fifo with it)";
   } else if (name.rfind("posix/io/rw/", 0) == 0 || name.rfind("posix/io/net/poll", 0) == 0 ||
              name.rfind("posix/io/net/select", 0) == 0) {
-    why += " (the worker's control fifo and its reports to the harness go through it: failing it "
-           "would cut the harness off from the worker)";
+    why +=
+        " (the worker's control fifo and its reports to the harness go through it: failing it "
+        "would cut the harness off from the worker)";
   }
   return why + "; POSIX points: " + list;
 }

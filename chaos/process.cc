@@ -58,7 +58,8 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
   if (!netns.empty()) {
     ns_fd = ::open(netns.c_str(), O_RDONLY | O_CLOEXEC);
     if (ns_fd < 0) {
-      return Status(Code::kIoError, "opening network namespace " + netns + ": " + std::strerror(errno));
+      return Status(Code::kIoError,
+                    "opening network namespace " + netns + ": " + std::strerror(errno));
     }
   }
   struct NsFd {
@@ -68,7 +69,8 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
     }
   } ns_guard{ns_fd};
   int in[2], out[2], err[2];
-  if (::pipe2(in, O_CLOEXEC) != 0) return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(in, O_CLOEXEC) != 0)
+    return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
     ::close(in[0]), ::close(in[1]);
     return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));

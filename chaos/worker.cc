@@ -1,12 +1,6 @@
 // mw_worker: the chaos harness's worker process. One per role: it joins the role's worlds, drives
-// their traffic, and reports to the harness on stdout, one line each (times: CLOCK_MONOTONIC ns,
-// comparable across the processes of one machine):
-//   fifo <path>                                       failpoint control fifo (before ready)
-//   ready <t>                                         every world joined
-//   event <t> <world> <created|broken|removed> <generation> <cause> <peer> <detail...>
-//   metrics <t> <world> <generation> <bytes> <ops> <latency_sum_ns> <latency_max_ns>
-//   joinfail <t> <world> <status...>                  a join or rejoin failed (it is retried)
-//   error <message...>                                fatal: the worker exits 3
+// their traffic, and reports to the harness on stdout, one line each, in the protocol of
+// chaos/worker_lines.h (ready, event, metrics, cpu, joinfail, fifo, error).
 // Commands on stdin, one per line: "stop" (also SIGTERM, SIGINT or end of input), "remove <world>",
 // "add <world>" (joins a world of its configuration that is not joined).
 //
@@ -25,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
+#include "chaos/worker_lines.h"
 #include "multiworld/multiworld.h"
 
 #if MW_CONFIG_WITH_NCCL
@@ -40,7 +36,10 @@ using namespace std::chrono_literals;
 std::mutex out_mu;
 std::atomic<bool> stopping{false};
 
-void say(const std::string& line) {
+namespace lines = mw::chaos::lines;
+
+void say(const lines::Line& l) {
+  const std::string line = lines::format(l);
   std::lock_guard lock(out_mu);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
@@ -52,16 +51,9 @@ long long nowNs(mw::Clock::time_point t = mw::Clock::now()) {
 }
 
 [[noreturn]] void fatal(const std::string& why) {
-  say("error " + why);
+  say(lines::Error{why});
   std::fflush(stdout);
   std::_Exit(3);
-}
-
-std::string oneLine(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
 }
 
 // A tensor's memory: host memory, or device memory for a cuda world.
@@ -168,12 +160,12 @@ class Worker {
 
   int run() {
     if (!fifo_prefix_.empty() && !mw::failpoints::compiledIn()) {
-      say("fifo -");  // the harness reports the failpoint faults as skipped
+      say(lines::Fifo{});  // the harness reports the failpoint faults as skipped
     } else if (!fifo_prefix_.empty()) {
       auto fifo = mw::failpoints::openControl(fifo_prefix_);
       if (!fifo.ok()) fatal("failpoint control: " + fifo.status().toString());
       if (mw::Status s = mw::failpoints::seed(seed_); !s.ok()) fatal(s.toString());
-      say("fifo " + *fifo);
+      say(lines::Fifo{*fifo});
     }
     events_ = manager_.subscribe();
     std::thread watcher([this] { watchEvents(); });
@@ -189,7 +181,7 @@ class Worker {
     }
     for (auto& j : joins) j.join();
     if (failed.load() > 0) fatal("could not join every world of role '" + role_ + "' in 30 s");
-    say("ready " + std::to_string(nowNs()));
+    say(lines::Ready{nowNs()});
     std::vector<std::thread> loops;
     std::atomic<int> running{static_cast<int>(traffic_.size())};
     for (const auto& t : traffic_) {
@@ -249,7 +241,7 @@ class Worker {
           std::string w = line.substr(4);
           auto it = worlds_.find(w);
           if (it == worlds_.end()) {
-            say("joinfail " + std::to_string(nowNs()) + " " + w + " not in this role's worlds");
+            say(lines::JoinFail{nowNs(), w, "not in this role's worlds"});
             continue;
           }
           removed_.at(w) = false;
@@ -273,8 +265,8 @@ class Worker {
       mw::Status s = manager_.initWorld(o, std::min(until, mw::deadlineIn(2s)));
       if (s.ok()) return true;
       if (s.code() == mw::Code::kInvalidUsage) return true;  // exists already
-      if (s.code() == mw::Code::kUnavailable) fatal("unavailable: " + oneLine(s.message()));
-      say("joinfail " + std::to_string(nowNs()) + " " + o.name + " " + oneLine(s.toString()));
+      if (s.code() == mw::Code::kUnavailable) fatal("unavailable: " + s.message());
+      say(lines::JoinFail{nowNs(), o.name, s.toString()});
       std::this_thread::sleep_for(20ms);
     }
     return false;
@@ -284,15 +276,13 @@ class Worker {
     while (!stopping.load()) {
       auto e = events_->next(mw::deadlineIn(50ms));
       if (!e) continue;
-      std::string cause = "-", peer = "-1", detail;
+      lines::Event l{nowNs(e->at), e->world, mw::eventKindName(e->kind), e->generation, "", -1, ""};
       if (e->broken) {
-        cause = mw::causeName(e->broken->cause);
-        peer = std::to_string(e->broken->peer_rank);
-        detail = oneLine(e->broken->detail);
+        l.cause = mw::causeName(e->broken->cause);
+        l.peer = e->broken->peer_rank;
+        l.detail = e->broken->detail;
       }
-      say("event " + std::to_string(nowNs(e->at)) + " " + e->world + " " +
-          mw::eventKindName(e->kind) + " " + std::to_string(e->generation) + " " + cause + " " +
-          peer + " " + detail);
+      say(l);
       if (e->kind == mw::WorldEvent::Kind::kBroken) {
         auto it = worlds_.find(e->world);
         if (it != worlds_.end() && it->second.rejoin && !removed_.at(e->world)) {
@@ -307,23 +297,24 @@ class Worker {
 
   void reportLoop() {
     auto next = mw::Clock::now() + window_;
+    mw::chaos::CpuMeter cpu;
     while (!stopping.load()) {
       std::this_thread::sleep_until(next);
       const auto t = next;
       next += window_;
       for (auto& [name, w] : windows_) {
-        long long b, o, ls, lm;
+        lines::Metrics m{nowNs(t), name};
         {
           std::lock_guard lock(w->mu);
-          b = w->bytes, o = w->ops, ls = w->lat_sum, lm = w->lat_max;
+          m.bytes = w->bytes, m.ops = w->ops, m.lat_sum_ns = w->lat_sum, m.lat_max_ns = w->lat_max;
           w->bytes = w->ops = w->lat_sum = w->lat_max = 0;
         }
         auto info = manager_.world(name);
-        uint64_t gen = info.ok() ? info->generation : 0;
-        say("metrics " + std::to_string(nowNs(t)) + " " + name + " " + std::to_string(gen) + " " +
-            std::to_string(b) + " " + std::to_string(o) + " " + std::to_string(ls) + " " +
-            std::to_string(lm));
+        m.generation = info.ok() ? info->generation : 0;
+        say(m);
       }
+      const auto d = cpu.sample();
+      if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
     }
   }
 

@@ -64,31 +64,6 @@ double firstFault(const RunRecord& r) {
   return t;
 }
 
-Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string& world, double from,
-                       double to) {
-  Rate out;
-  auto members = s.membersOf(world);
-  if (members.empty()) return out;
-  auto wit = r.windows.find(world);
-  if (wit == r.windows.end()) return out;
-  auto rit = wit->second.find(members[0]);
-  if (rit == wit->second.end()) return out;
-  std::vector<double> rates;
-  for (const auto& w : rit->second) {
-    if (w.t > from && w.t <= to) rates.push_back(w.bytes / 0.1);
-  }
-  if (rates.empty()) return out;
-  out.windows = static_cast<int>(rates.size());
-  double sum = 0;
-  for (double v : rates) sum += v;
-  out.mean = sum / static_cast<double>(rates.size());
-  std::sort(rates.begin(), rates.end());
-  out.median = rates[rates.size() / 2];
-  out.min = rates.front();
-  out.max = rates.back();
-  return out;
-}
-
 std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   std::vector<Verdict> out;
   const ExpectSpec& e = s.expect;
@@ -96,14 +71,21 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   // Faults that could not be delivered make the run inconclusive.
   for (const auto& f : r.faults) {
     if (f.outcome.rfind("error", 0) == 0) {
-      out.push_back({"fault delivered: " + f.action, "", "error", "", "",
-                     "at " + fmt("%.2f s", f.planned) + ": " + f.outcome, f.where});
+      out.push_back({"fault delivered: " + f.action,
+                     "",
+                     "error",
+                     "",
+                     "",
+                     "at " + fmt("%.2f s", f.planned) + ": " + f.outcome,
+                     f.where,
+                     {}});
     } else if (f.outcome.rfind("skipped", 0) == 0) {
-      out.push_back({"fault delivered: " + f.action, "", "skipped", "", "", f.outcome, f.where});
+      out.push_back(
+          {"fault delivered: " + f.action, "", "skipped", "", "", f.outcome, f.where, {}});
     }
   }
   for (const auto& h : r.harness_errors) {
-    out.push_back({"the harness ran the scenario", "", "error", "", "", h, s.where});
+    out.push_back({"the harness ran the scenario", "", "error", "", "", h, s.where, {}});
   }
 
   // Which worlds broke, and when first.
@@ -228,9 +210,9 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       out.push_back(v);
       continue;
     }
-    Rate before = throughputBetween(s, r, t.world, warm, ff);
     double to = t.window == "during" ? std::max(last_fault, ff + 0.2) : r.elapsed;
-    Rate after = throughputBetween(s, r, t.world, ff, to);
+    const ThroughputEvidence ev = measureThroughput(s, r, t.world, warm, ff, ff, to);
+    const Rate &before = ev.before, &after = ev.after;
     if (before.windows == 0 || before.mean <= 0) {
       v.status = "error";
       v.message = "no traffic measured in world " + t.world + " between the warm-up (" +
@@ -238,14 +220,32 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       out.push_back(v);
       continue;
     }
-    double ratio = after.mean / before.mean;
-    v.measured = fmt("%.3f", ratio);
-    v.status = ratio >= t.ratio ? "pass" : "fail";
+    const ThroughputJudgement j = judgeThroughput(ev, t.ratio);
+    v.measured = fmt("%.3f", ev.ratio);
+    v.status = j.status;
     v.message = "before: " + fmt("%.1f MB/s", before.mean / 1e6) + " (median " +
                 fmt("%.1f", before.median / 1e6) + ", " + std::to_string(before.windows) +
                 " windows); after: " + fmt("%.1f MB/s", after.mean / 1e6) + " (median " +
                 fmt("%.1f", after.median / 1e6) + ", min " + fmt("%.1f", after.min / 1e6) + ", " +
-                std::to_string(after.windows) + " windows); ratio " + fmt("%.3f", ratio);
+                std::to_string(after.windows) + " windows); ratio " + fmt("%.3f", ev.ratio) + " [" +
+                fmt("%.3f", ev.lo) + ", " + fmt("%.3f", ev.hi) + "]; control " +
+                fmt("%.3f", ev.control) + "; CPU share of the survivors " +
+                fmt("%.2f", ev.cpu_before.share) + " -> " + fmt("%.2f", ev.cpu_after.share) +
+                ", outside load " + fmt("%.2f", ev.cpu_before.outside) + " -> " +
+                fmt("%.2f", ev.cpu_after.outside) + " CPUs" +
+                (j.why.empty() ? "" : "; inconclusive: " + j.why);
+    v.evidence = {{"ratio", ev.ratio},
+                  {"ratio_lo", ev.lo},
+                  {"ratio_hi", ev.hi},
+                  {"control", ev.control},
+                  {"control_lo", ev.control_lo},
+                  {"control_hi", ev.control_hi},
+                  {"before_bytes_per_s", before.mean},
+                  {"after_bytes_per_s", after.mean},
+                  {"cpu_share_before", ev.cpu_before.share},
+                  {"cpu_share_after", ev.cpu_after.share},
+                  {"outside_cpus_before", ev.cpu_before.outside},
+                  {"outside_cpus_after", ev.cpu_after.outside}};
     out.push_back(v);
   }
 
@@ -294,8 +294,14 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       }
     }
     if (!any) {
-      out.push_back({"replacement worlds are healthy in time", "", "error", "", "",
-                     "expect.replacement_within is set but no restart was delivered", e.where});
+      out.push_back({"replacement worlds are healthy in time",
+                     "",
+                     "error",
+                     "",
+                     "",
+                     "expect.replacement_within is set but no restart was delivered",
+                     e.where,
+                     {}});
     }
   }
 
@@ -329,12 +335,16 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
                  ev.cause + " seen by " + ev.role + ")";
       }
     }
-    out.push_back({"no world breaks without a fault that touches it", "",
-                   unexplained == 0 ? "pass" : "fail", std::to_string(unexplained), "0",
+    out.push_back({"no world breaks without a fault that touches it",
+                   "",
+                   unexplained == 0 ? "pass" : "fail",
+                   std::to_string(unexplained),
+                   "0",
                    std::to_string(injected) + " faults injected, " + std::to_string(breaks) +
                        " world breaks, " + std::to_string(unexplained) + " false" +
                        (which.empty() ? "" : ": " + which),
-                   e.where});
+                   e.where,
+                   {}});
   }
 
   if (e.no_hang) {
@@ -342,11 +352,15 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     for (const auto& w : r.workers) {
       if (w.hung) hung += (hung.empty() ? "" : ", ") + w.role;
     }
-    out.push_back({"no process hangs", "", hung.empty() ? "pass" : "fail",
-                   hung.empty() ? "0" : hung, "0",
+    out.push_back({"no process hangs",
+                   "",
+                   hung.empty() ? "pass" : "fail",
+                   hung.empty() ? "0" : hung,
+                   "0",
                    hung.empty() ? "every worker exited within 5 s of being told to stop"
                                 : "did not exit within 5 s of being told to stop (killed): " + hung,
-                   e.where});
+                   e.where,
+                   {}});
   }
   if (e.no_orphans) {
     std::string left = std::to_string(r.leftover_processes) + " processes, " +
@@ -355,19 +369,26 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     bool clean =
         r.leftover_processes == 0 && r.leftover_namespaces == 0 && r.leftover_files.empty();
     out.push_back(
-        {"no orphan process or file is left", "", clean ? "pass" : "fail", clean ? "0" : left, "0",
+        {"no orphan process or file is left",
+         "",
+         clean ? "pass" : "fail",
+         clean ? "0" : left,
+         "0",
          clean ? "no worker process, fifo, temporary directory or network namespace remained"
                : "left behind: " + left,
-         e.where});
+         e.where,
+         {}});
   }
   return out;
 }
 
 std::string overall(const std::vector<Verdict>& v) {
+  bool inconclusive = false;
   for (const auto& x : v) {
     if (x.status == "fail" || x.status == "error") return "fail";
+    inconclusive = inconclusive || x.status == "inconclusive";
   }
-  return "pass";
+  return inconclusive ? "inconclusive" : "pass";
 }
 
 }  // namespace mw::harness

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/cli.h"
 #include "harness/expectations.h"
 #include "harness/orchestrator.h"
 #include "harness/scenario.h"
@@ -38,221 +39,8 @@ using namespace mw::harness;
 
 namespace {
 
-constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitUnavailable = 3;
-constexpr int kExitInterrupted = 130;
-
-constexpr const char* kUsage = R"(usage: mwchaos <command> [options] [paths]
-
-Runs chaos scenarios (Lua files, see docs/scenarios.md): worker processes join multiworld worlds,
-faults are injected on a timeline, and the run checks that exactly the expected worlds fail while
-the others keep their throughput. Reports: JSON, JUnit XML and an HTML timeline per scenario.
-
-commands:
-  run PATH...         run scenario files; a folder runs every *.lua file in it
-  validate PATH...    load and check scenarios without running them
-  list                the scenario API: worlds, roles, traffic patterns, faults, expectations
-  report REPORT.json  re-evaluate a saved report's expectations and write its reports again
-
-options:
-  -o, --out DIR       where reports go, one folder per scenario (default: mwchaos-out; for
-                      report: the folder of REPORT.json)
-  --seed N            override every scenario's seed (random faults and Lua's math.random)
-  --duration D        run every scenario for D ("60s", "10m"): a soak, with a nemesis drawing
-                      faults until 1 s before the end
-  --backend B         run every world on backend B (gloo or nccl): --backend gloo plays a GPU
-                      scenario on CPU worlds where there is no GPU
-  --format LIST       report formats, comma separated: json,junit,html (default: all three),
-                      and github: ::error annotations at each failed expectation's file:line
-                      and a verdict table appended to $GITHUB_STEP_SUMMARY (docs/ci.md)
-  -v, --verbose       print every line the workers report
-  -q, --quiet         no progress line
-  --worker PATH       the worker program (default: mw_worker next to this program)
-  --lua-time-budget-ms N
-                      how long scenario code may run at each entry: loading its file, or one
-                      call of its expect.check hook (default: @TIME@); past it, the file is
-                      invalid (exit 2), or the hook fails
-  --lua-memory-mb N   the memory, in MiB, that a scenario's Lua code may hold (default: @MEMORY@)
-  -h, --help          this text
-
-exit codes:
-  0  every expectation held
-  1  an expectation failed, or the harness could not run a scenario (the report says why)
-  2  invalid scenario or usage
-  3  this machine cannot run a scenario (no GPU, no failpoints...): what is missing is printed;
-     or a report could not be written (a CI gate never passes without its report),
-     or mwchaos failed outside any scenario's run (inside one: 1, and its report says why)
-When several scenarios run, the code is the first of 2, 1, 3, 0 that applies, except that a
-report that could not be written makes it 3 (unless it is 2). Reports are written to a
-temporary file beside the final one and renamed: a link at the final path is replaced, never
-followed.
-
-environment:
-  MW_FIU_POSIX_PRELOAD  libfiu's fiu_posix_preload.so, for posix/... failpoints (default: the one
-                        found at build time; Debian/Ubuntu: apt-get install libfiu0)
-
-examples:
-  mwchaos run scenarios/demo_worker_killed.lua
-  mwchaos run --backend gloo -o out scenarios/
-  mwchaos validate scenarios/*.lua
-  mwchaos report out/demo_worker_killed/report.json --format html
-)";
-
 std::atomic<bool> interrupted{false};
 void onSignal(int) { interrupted = true; }
-
-struct Cli {
-  std::string command;
-  std::vector<std::string> paths;
-  std::string out;
-  LoadOptions load;
-  std::set<std::string> formats = {"json", "junit", "html"};
-  int verbosity = 1;
-  std::string worker;
-};
-
-// kUsage, with the defaults of the Lua limits (harness/lua_sandbox.h) filled in.
-std::string usage() {
-  std::string u = kUsage;
-  u.replace(u.find("@TIME@"), 6, std::to_string(kDefaultLuaTimeBudgetMs));
-  u.replace(u.find("@MEMORY@"), 8, std::to_string(kDefaultLuaMemoryMiB));
-  return u;
-}
-
-// A whole number in [lo, hi], or nullopt.
-std::optional<unsigned long long> wholeNumber(const std::optional<std::string>& text,
-                                              unsigned long long lo, unsigned long long hi) {
-  if (!text || text->empty() || !std::isdigit(static_cast<unsigned char>((*text)[0]))) {
-    return std::nullopt;
-  }
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long n = std::strtoull(text->c_str(), &end, 10);
-  if (*end != '\0' || errno != 0 || n < lo || n > hi) return std::nullopt;
-  return n;
-}
-
-int usageError(const std::string& why) {
-  std::fprintf(stderr, "mwchaos: %s\nRun 'mwchaos --help' for usage.\n", why.c_str());
-  return kExitUsage;
-}
-
-// Parses argv into `cli`; returns -1 to go on, or an exit code.
-int parse(int argc, char** argv, Cli& cli) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const char* flag) -> std::optional<std::string> {
-      if (i + 1 >= args.size()) return std::nullopt;
-      (void)flag;
-      return args[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(usage().c_str(), stdout);
-      return kExitPass;
-    } else if (a == "-o" || a == "--out") {
-      auto v = value("--out");
-      if (!v) return usageError(a + " needs a folder");
-      cli.out = *v;
-    } else if (a == "--seed") {
-      auto v = value("--seed");
-      if (!v) return usageError("--seed needs a number");
-      char* end = nullptr;
-      errno = 0;
-      unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-      if (v->empty() || *end != '\0' || errno != 0 || (*v)[0] == '-') {
-        return usageError("--seed: '" + *v + "' is not a whole number >= 0");
-      }
-      cli.load.seed = n;
-    } else if (a == "--duration") {
-      auto v = value("--duration");
-      auto d = v ? parseDuration(*v) : std::nullopt;
-      if (!d || *d < Ms(500)) return usageError("--duration: expected a duration like 60s or 10m");
-      cli.load.duration = d;
-    } else if (a == "--backend") {
-      auto v = value("--backend");
-      if (!v || (*v != "gloo" && *v != "nccl")) {
-        return usageError("--backend: expected gloo or nccl" + (v ? ", got '" + *v + "'" : ""));
-      }
-      cli.load.backend = *v;
-    } else if (a == "--format") {
-      auto v = value("--format");
-      if (!v) return usageError("--format needs a list like json,junit,html");
-      cli.formats.clear();
-      std::string item;
-      for (size_t p = 0; p <= v->size(); ++p) {
-        if (p == v->size() || (*v)[p] == ',') {
-          if (item != "json" && item != "junit" && item != "html" && item != "github") {
-            return usageError("--format: unknown format '" + item +
-                              "' (json, junit, html, github)");
-          }
-          cli.formats.insert(item);
-          item.clear();
-        } else {
-          item += (*v)[p];
-        }
-      }
-    } else if (a == "--lua-time-budget-ms" || a == "--lua-memory-mb") {
-      const bool time = a == "--lua-time-budget-ms";
-      auto v = value(a.c_str());
-      auto n = wholeNumber(v, 1, time ? 86400000ULL : 1ULL << 20);
-      if (!n) {
-        return usageError(a + ": expected a whole number of " +
-                          (time ? "milliseconds from 1 to 86400000" : "MiB from 1 to 1048576") +
-                          (v ? ", got '" + *v + "'" : ""));
-      }
-      if (time) cli.load.lua.time_budget = Ms(static_cast<long long>(*n));
-      if (!time) cli.load.lua.memory_bytes = *n << 20;
-    } else if (a == "-v" || a == "--verbose") {
-      cli.verbosity = 2;
-    } else if (a == "-q" || a == "--quiet") {
-      cli.verbosity = 0;
-    } else if (a == "--worker") {
-      auto v = value("--worker");
-      if (!v) return usageError("--worker needs a path");
-      cli.worker = *v;
-    } else if (a.size() > 1 && a[0] == '-') {
-      return usageError("unknown option '" + a + "'");
-    } else if (cli.command.empty()) {
-      cli.command = a;
-    } else {
-      cli.paths.push_back(a);
-    }
-  }
-  if (cli.command.empty()) return usageError("no command given (run, validate, list, report)");
-  static const std::set<std::string> commands = {"run", "validate", "list", "report"};
-  if (!commands.count(cli.command)) return usageError("unknown command '" + cli.command + "'");
-  if (cli.command != "list" && cli.paths.empty()) {
-    return usageError(cli.command + " needs " +
-                      (cli.command == "report" ? "a report.json" : "scenario files or folders"));
-  }
-  return -1;
-}
-
-// Scenario files named by `paths`: files as given, folders expanded to their *.lua files.
-std::optional<std::vector<std::string>> scenarioFiles(const std::vector<std::string>& paths) {
-  std::vector<std::string> out;
-  for (const auto& p : paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> in_dir;
-      for (const auto& e : fs::directory_iterator(p, ec)) {
-        if (e.path().extension() == ".lua") in_dir.push_back(e.path().string());
-      }
-      std::sort(in_dir.begin(), in_dir.end());
-      if (in_dir.empty()) {
-        usageError("folder '" + p + "' holds no .lua scenario files");
-        return std::nullopt;
-      }
-      out.insert(out.end(), in_dir.begin(), in_dir.end());
-    } else if (fs::exists(p, ec)) {
-      out.push_back(p);
-    } else {
-      usageError("no such file or folder: " + p);
-      return std::nullopt;
-    }
-  }
-  return out;
-}
 
 int gpuCount() {
 #if MW_CONFIG_WITH_NCCL
@@ -353,14 +141,6 @@ void printVerdict(const json& doc, const fs::path& dir, const Cli& cli, bool wri
   std::fflush(stdout);
 }
 
-// Combines exit codes: the first of 2, 1, 3, 0 that applies.
-int combine(int a, int b) {
-  for (int c : {kExitUsage, kExitFail, kExitUnavailable}) {
-    if (a == c || b == c) return c;
-  }
-  return kExitPass;
-}
-
 void printErrors(const std::vector<std::string>& errors) {
   for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
 }
@@ -395,6 +175,46 @@ int validate(const Cli& cli) {
   return rc;
 }
 
+// The exit code of one scenario's verdict.
+int exitFor(const std::string& verdict) {
+  if (verdict == "pass") return kExitPass;
+  if (verdict == "skipped") return kExitUnavailable;
+  if (verdict == "inconclusive") return kExitInconclusive;
+  return kExitFail;
+}
+
+// Runs `l` once and judges it; a harness bug becomes a report that says so.
+json runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, RunResult* out) {
+  const Scenario& s = l.scenario;
+  RunResult& res = *out;
+  res = RunResult();
+  std::string outcome = "completed";
+  std::vector<Verdict> verdicts;
+  try {
+    res = runScenario(s, ro);
+    if (res.outcome == RunOutcome::kUnavailable) {
+      outcome = "unavailable";
+    } else if (res.outcome == RunOutcome::kInterrupted) {
+      outcome = "interrupted";
+    } else if (res.outcome == RunOutcome::kHarnessError) {
+      outcome = "harness_error";
+    } else {
+      verdicts = evaluate(s, res.record);
+      if (s.expect.has_check) {
+        auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
+        verdicts.push_back(
+            {"expect.check hook", "", ok ? "pass" : "fail", "", "", msg, s.expect.where, {}});
+      }
+    }
+  } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
+    outcome = "harness_error";
+    res.outcome = RunOutcome::kHarnessError;
+    res.why = std::string("internal error of the harness: ") + e.what();
+    verdicts.clear();
+  }
+  return mw::reports::reportJson(s, res.record, verdicts, outcome, res.why, env);
+}
+
 int run(const Cli& cli) {
   // Validate everything first: a typo in the tenth file should not wait for nine runs.
   std::vector<std::pair<std::string, LoadedScenario>> loaded;
@@ -423,31 +243,25 @@ int run(const Cli& cli) {
   for (auto& [file, l] : loaded) {
     const Scenario& s = l.scenario;
     RunResult res;
-    std::string outcome = "completed";
-    std::vector<Verdict> verdicts;
-    try {
-      res = runScenario(s, ro);
-      if (res.outcome == RunOutcome::kUnavailable) {
-        outcome = "unavailable";
-      } else if (res.outcome == RunOutcome::kInterrupted) {
-        outcome = "interrupted";
-      } else if (res.outcome == RunOutcome::kHarnessError) {
-        outcome = "harness_error";
-      } else {
-        verdicts = evaluate(s, res.record);
-        if (s.expect.has_check) {
-          auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
-          verdicts.push_back(
-              {"expect.check hook", "", ok ? "pass" : "fail", "", "", msg, s.expect.where});
-        }
+    json doc = runOnce(l, ro, env, &res);
+    // An inconclusive verdict, and only that, may be run again: the earlier runs' reasons stay in
+    // the report, and each rerun is printed.
+    json earlier = json::array();
+    while (mw::reports::verdictOf(doc) == "inconclusive" &&
+           static_cast<int>(earlier.size()) < cli.rerun_inconclusive && !interrupted.load()) {
+      json why = json::array();
+      for (const auto& e : doc["expectations"]) {
+        if (e.value("status", std::string()) == "inconclusive")
+          why.push_back(e.value("name", std::string()) + ": " + e.value("message", std::string()));
       }
-    } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
-      outcome = "harness_error";
-      res.outcome = RunOutcome::kHarnessError;
-      res.why = std::string("internal error of the harness: ") + e.what();
-      verdicts.clear();
+      earlier.push_back({{"verdict", "inconclusive"}, {"inconclusive", why}});
+      std::printf("RERUN %s: inconclusive, run %zu of at most %d\n", s.name.c_str(),
+                  earlier.size() + 1, cli.rerun_inconclusive + 1);
+      std::fflush(stdout);
+      doc = runOnce(l, ro, env, &res);
     }
-    json doc = mw::reports::reportJson(s, res.record, verdicts, outcome, res.why, env);
+    doc["reruns"] = earlier.size();
+    doc["earlier_runs"] = earlier;
     std::string folder = folderName(s.file, s.name);
     while (used.count(folder)) folder += "_";
     used.insert(folder);
@@ -458,7 +272,7 @@ int run(const Cli& cli) {
       std::fputs(mw::reports::githubAnnotations(doc).c_str(), stdout);
     docs.push_back(doc);
     const std::string v = mw::reports::verdictOf(doc);
-    rc = combine(rc, v == "pass" ? kExitPass : v == "skipped" ? kExitUnavailable : kExitFail);
+    rc = combineExit(rc, exitFor(v));
     if (res.outcome == RunOutcome::kInterrupted) {
       std::fprintf(stderr, "mwchaos: interrupted; every worker was stopped\n");
       if (cli.formats.count("junit")) writeFile(out / "junit.xml", mw::reports::junitXml(docs));
@@ -516,8 +330,7 @@ int report(const Cli& cli) {
       }
     }
     if (!written) return kExitUnavailable;
-    const std::string v = mw::reports::verdictOf(fresh);
-    return v == "pass" ? kExitPass : v == "skipped" ? kExitUnavailable : kExitFail;
+    return exitFor(mw::reports::verdictOf(fresh));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mwchaos: %s: %s\n", path.c_str(), e.what());
     return kExitUsage;
@@ -528,7 +341,7 @@ int report(const Cli& cli) {
 
 int main(int argc, char** argv) {
   Cli cli;
-  if (int rc = parse(argc, argv, cli); rc >= 0) return rc;
+  if (int rc = parseCli(argc, argv, cli); rc >= 0) return rc;
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   ::sigaction(SIGINT, &sa, nullptr);

@@ -18,12 +18,15 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <variant>
 
+#include "chaos/cpu_meter.h"
 #include "chaos/fifo_control.h"
 #include "chaos/netsim.h"
 #include "chaos/ports.h"
 #include "chaos/posix_faults.h"
 #include "chaos/process.h"
+#include "chaos/worker_lines.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
 
@@ -43,19 +46,6 @@ constexpr size_t kStderrTail = 4000;
 long long nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
-}
-
-std::vector<std::string> splitWords(const std::string& line, size_t max_parts) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i < line.size() && parts.size() + 1 < max_parts) {
-    size_t j = line.find(' ', i);
-    if (j == std::string::npos) break;
-    parts.push_back(line.substr(i, j - i));
-    i = j + 1;
-  }
-  if (i <= line.size()) parts.push_back(line.substr(i));
-  return parts;
 }
 
 double cpuSeconds(int who) {
@@ -342,72 +332,73 @@ class Run {
   // A line the worker wrote that cannot be read is an error in the report, never a crash.
   void handleLine(Worker& w, const std::string& line) {
     if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
-    try {
-      parseLine(w, line);
-    } catch (const std::exception& e) {  // std::stoll and friends on what is not a number
+    auto parsed = chaos::lines::parse(line);
+    if (!parsed.ok()) {
       res_.record.harness_errors.push_back("role '" + w.role + "' wrote a line that is not " +
-                                           "the worker protocol (" + e.what() + "): '" +
-                                           line.substr(0, 200) + "'");
+                                           "the worker protocol (" + parsed.status().message() +
+                                           "): '" + line.substr(0, 200) + "'");
+      return;
     }
+    std::visit([&](auto& l) { take(w, l); }, *parsed);
   }
 
-  void parseLine(Worker& w, const std::string& line) {
-    auto p = splitWords(line, 9);
-    if (p.empty()) return;
-    const std::string& k = p[0];
-    if (k == "metrics" && p.size() >= 8) {
-      WindowRec r;
-      r.t = rel(std::stoll(p[1]));
-      r.generation = std::stoull(p[3]);
-      r.bytes = std::stod(p[4]);
-      r.ops = std::stod(p[5]);
-      r.lat_sum_ns = std::stod(p[6]);
-      r.lat_max_ns = std::stod(p[7]);
-      res_.record.windows[p[2]][w.role].push_back(r);
-      last_bytes_[p[2] + "/" + w.role] = r.bytes;
-    } else if (k == "event" && p.size() >= 7) {
-      EventRec e;
-      e.t = rel(std::stoll(p[1]));
-      e.role = w.role;
-      e.world = p[2];
-      e.kind = p[3];
-      e.generation = std::stoull(p[4]);
-      e.cause = p[5] == "-" ? "" : p[5];
-      e.peer = std::stoi(p[6]);
-      e.detail = p.size() > 7 ? p[7] + (p.size() > 8 ? " " + p[8] : "") : "";
-      res_.record.events.push_back(e);
-      state_[e.world + "/" + w.role] = e.kind;
-    } else if (k == "joinfail" && p.size() >= 3) {
-      // A join that failed (the worker tries again): an event of its own, with the error.
-      EventRec e;
-      e.t = rel(std::stoll(p[1]));
-      e.role = w.role;
-      e.world = p[2];
-      e.kind = "join_failed";
-      size_t at = line.find(' ', line.find(' ', line.find(' ') + 1) + 1);
-      e.detail = at == std::string::npos ? "" : line.substr(at + 1);
-      res_.record.events.push_back(e);
-    } else if (k == "ready") {
-      w.ready = true;
-    } else if (k == "fifo" && p.size() >= 2) {
-      if (p[1] == "-") {
-        w.fifo_unavailable = true;
-        return;
-      }
-      auto c = chaos::FifoControl::open(p[1], deadlineIn(kFifoLimit));
-      if (!c.ok()) {
-        res_.record.harness_errors.push_back("role '" + w.role + "': " + c.status().message());
-      } else {
-        w.fifo = std::move(*c);
-      }
-      removeFifoDir(w);
-    } else if (k == "error") {
-      std::string msg = line.substr(6);
-      if (msg.rfind("unavailable", 0) == 0 && !w.ready) {
-        fail(RunOutcome::kUnavailable, "role '" + w.role + "': " + msg);
-      } else {
-        res_.record.harness_errors.push_back("role '" + w.role + "': " + msg);
-      }
+  void take(Worker& w, const chaos::lines::Metrics& l) {
+    WindowRec r;
+    r.t = rel(l.t_ns);
+    r.generation = l.generation;
+    r.bytes = static_cast<double>(l.bytes);
+    r.ops = static_cast<double>(l.ops);
+    r.lat_sum_ns = static_cast<double>(l.lat_sum_ns);
+    r.lat_max_ns = static_cast<double>(l.lat_max_ns);
+    res_.record.windows[l.world][w.role].push_back(r);
+    last_bytes_[l.world + "/" + w.role] = r.bytes;
+  }
+  void take(Worker& w, const chaos::lines::Cpu& l) {
+    res_.record.cpu[w.role].push_back(
+        {rel(l.t_ns), static_cast<double>(l.cpu_ns) / 1e9, static_cast<double>(l.wait_ns) / 1e9});
+  }
+  void take(Worker& w, const chaos::lines::Event& l) {
+    EventRec e;
+    e.t = rel(l.t_ns);
+    e.role = w.role;
+    e.world = l.world;
+    e.kind = l.kind;
+    e.generation = l.generation;
+    e.cause = l.cause;
+    e.peer = l.peer;
+    e.detail = l.detail;
+    res_.record.events.push_back(e);
+    state_[e.world + "/" + w.role] = e.kind;
+  }
+  // A join that failed (the worker tries again): an event of its own, with the error.
+  void take(Worker& w, const chaos::lines::JoinFail& l) {
+    EventRec e;
+    e.t = rel(l.t_ns);
+    e.role = w.role;
+    e.world = l.world;
+    e.kind = "join_failed";
+    e.detail = l.status;
+    res_.record.events.push_back(e);
+  }
+  void take(Worker& w, const chaos::lines::Ready&) { w.ready = true; }
+  void take(Worker& w, const chaos::lines::Fifo& l) {
+    if (l.path.empty()) {
+      w.fifo_unavailable = true;
+      return;
+    }
+    auto c = chaos::FifoControl::open(l.path, deadlineIn(kFifoLimit));
+    if (!c.ok()) {
+      res_.record.harness_errors.push_back("role '" + w.role + "': " + c.status().message());
+    } else {
+      w.fifo = std::move(*c);
+    }
+    removeFifoDir(w);
+  }
+  void take(Worker& w, const chaos::lines::Error& l) {
+    if (l.message.rfind("unavailable", 0) == 0 && !w.ready) {
+      fail(RunOutcome::kUnavailable, "role '" + w.role + "': " + l.message);
+    } else {
+      res_.record.harness_errors.push_back("role '" + w.role + "': " + l.message);
     }
   }
 
@@ -615,8 +606,21 @@ class Run {
     std::fflush(stderr);
   }
 
+  // Samples the machine's busy CPU time every 100 ms or so (throughput verdicts tell load from
+  // outside the scenario by it).
+  void sampleMachine() {
+    const long long now = nowNs();
+    if (now < next_machine_ns_) return;
+    next_machine_ns_ = now + 100000000LL;
+    const double busy = chaos::machineBusySeconds();
+    if (busy < 0) return;
+    if (machine_base_ < 0) machine_base_ = busy;
+    res_.record.machine.push_back({rel(now), busy - machine_base_});
+  }
+
   void play() {
     size_t next = 0;
+    res_.record.machine_cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
     const long long end_ns = t0_ns_ + s_.duration.count() * 1000000LL;
     long long next_progress = t0_ns_;
     const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;
@@ -638,6 +642,7 @@ class Run {
       int ms = static_cast<int>(std::min<long long>(
           mw::waitMillis(std::chrono::nanoseconds(wake - nowNs())).count(), 20));
       pump(ms);
+      sampleMachine();
       for (auto& [role, w] : workers_) {
         if (w.proc && w.proc->poll() && !w.killed_by_scenario && !w.stopped) {
           readAll(w);
@@ -718,6 +723,8 @@ class Run {
   const RunOptions& o_;
   RunResult res_;
   long long t0_ns_ = 0;
+  long long next_machine_ns_ = 0;
+  double machine_base_ = -1;
   std::map<std::string, uint16_t> ports_;
   std::map<std::string, std::string> devices_;
   std::set<std::string> fifo_roles_;

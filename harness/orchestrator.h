@@ -18,14 +18,14 @@ struct RunOptions {
   int verbosity = 1;        // 0: quiet, 1: progress, 2: every worker line
   bool tty = false;         // progress redraws one line (else a line per second)
   const std::atomic<bool>* interrupted = nullptr;  // set by the CLI's signal handler
-  int gpus = 0;             // GPUs this machine has (roles on "gpu" are spread across them)
+  int gpus = 0;  // GPUs this machine has (roles on "gpu" are spread across them)
 };
 
 enum class RunOutcome {
-  kCompleted,    // the timeline ran to its end
-  kInterrupted,  // Ctrl-C or SIGTERM
-  kUnavailable,  // the machine cannot run it (no GPU, no failpoints...): RunRecord says what
-  kHarnessError, // the harness could not run it (a worker failed to start or join)
+  kCompleted,     // the timeline ran to its end
+  kInterrupted,   // Ctrl-C or SIGTERM
+  kUnavailable,   // the machine cannot run it (no GPU, no failpoints...): RunRecord says what
+  kHarnessError,  // the harness could not run it (a worker failed to start or join)
 };
 
 struct RunResult {

@@ -32,6 +32,20 @@ struct WindowRec {
   double lat_max_ns = 0;
 };
 
+// One 100 ms window of one role's worker process: the CPU its threads got and how long they were
+// runnable but waited for a CPU (kernel schedstat), in seconds.
+struct CpuRec {
+  double t = 0;  // end of the window
+  double cpu = 0;
+  double wait = 0;
+};
+
+// The whole machine's busy CPU-seconds (every process) counted from the run's start, at time t.
+struct MachineRec {
+  double t = 0;
+  double busy = 0;
+};
+
 struct FaultRec {
   std::string action;  // ActionSpec::describe()
   std::string kind;
@@ -64,6 +78,9 @@ struct RunRecord {
   std::vector<std::string> harness_errors;
   std::vector<EventRec> events;
   std::map<std::string, std::map<std::string, std::vector<WindowRec>>> windows;  // world -> role
+  std::map<std::string, std::vector<CpuRec>> cpu;  // role -> its process's windows
+  std::vector<MachineRec> machine;                 // sampled about every 100 ms
+  int machine_cpus = 0;                            // CPUs online
   std::vector<FaultRec> faults;
   std::vector<WorkerRec> workers;
   int leftover_processes = 0;

@@ -56,10 +56,11 @@ std::pair<std::string, std::string> splitWhere(const std::string& where) {
 }
 
 std::string annotation(const std::string& where, const std::string& fallback_file,
-                       const std::string& title, const std::string& message) {
+                       const std::string& title, const std::string& message,
+                       const char* level = "error") {
   auto [file, line] = splitWhere(where);
   if (file.empty()) file = fallback_file;
-  std::string out = "::error file=" + escapeProperty(file);
+  std::string out = std::string("::") + level + " file=" + escapeProperty(file);
   if (!line.empty()) out += ",line=" + line;
   return out + ",title=" + escapeProperty(title) + "::" + escapeData(message) + "\n";
 }
@@ -98,9 +99,11 @@ std::string githubAnnotations(const json& report) {
   }
   for (const auto& e : report.value("expectations", json::array())) {
     const std::string status = str(e, "status");
-    if (status != "fail" && status != "error") continue;
+    if (status != "fail" && status != "error" && status != "inconclusive") continue;
+    // An inconclusive verdict is a warning: the run could not tell, it did not see a failure.
     out += annotation(str(e, "where"), file, "mwchaos: " + name + ": " + str(e, "name"),
-                      status + ": " + str(e, "message"));
+                      status + ": " + str(e, "message"),
+                      status == "inconclusive" ? "warning" : "error");
   }
   return out;
 }
@@ -124,7 +127,10 @@ std::string githubSummary(const std::vector<json>& reports) {
                  cell(status) + " | " + cell(str(e, "measured")) + " | " +
                  cell(str(e, "threshold")) + " | " + cell(str(e, "message")) + " |\n";
     }
-    const char* mark = verdict == "pass" ? "✅" : verdict == "skipped" ? "⏭️" : "❌";
+    const char* mark = verdict == "pass"           ? "✅"
+                       : verdict == "skipped"      ? "⏭️"
+                       : verdict == "inconclusive" ? "❔"
+                                                   : "❌";
     out += "| " + std::string(mark) + " " + cell(verdict) + " | " + cell(str(sc, "name")) + " | `" +
            cell(str(sc, "file")) + "` | " + std::to_string(passed) + "/" + std::to_string(total) +
            " |\n";

@@ -10,8 +10,9 @@
 namespace mw::reports {
 
 // One "::error file=F,line=L,title=T::message" line per expectation of `report` that failed or
-// could not be judged (status fail or error), and one for a run that did not complete; empty
-// when it passed. Values are escaped as the workflow-command syntax requires.
+// could not be judged (status fail or error), one "::warning ..." line per inconclusive one, and
+// one error for a run that did not complete; empty when it passed. Values are escaped as the
+// workflow-command syntax requires.
 std::string githubAnnotations(const nlohmann::json& report);
 
 // A markdown section: one row per scenario (verdict, name, file, counts) and, under it, the

@@ -19,6 +19,7 @@ using harness::WindowRec;
 namespace {
 
 double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
+double r6(double v) { return std::round(v * 1e6) / 1e6; }
 
 std::string xmlEscape(const std::string& s) {
   std::string o;
@@ -127,6 +128,25 @@ json runJson(const Scenario& s, const RunRecord& r) {
     }
   }
   run["series"] = series;
+  // Per role: its worker process's CPU and run-queue wait per 100 ms window; and the machine's
+  // busy CPU-seconds since the start (load from outside the scenario is the difference).
+  json cpu = json::object();
+  for (const auto& [role, ws] : r.cpu) {
+    json col = {{"t_s", json::array()}, {"cpu_s", json::array()}, {"wait_s", json::array()}};
+    for (const auto& w : ws) {
+      col["t_s"].push_back(r3(w.t));
+      col["cpu_s"].push_back(r6(w.cpu));
+      col["wait_s"].push_back(r6(w.wait));
+    }
+    cpu[role] = col;
+  }
+  run["cpu"] = cpu;
+  json machine = {{"cpus", r.machine_cpus}, {"t_s", json::array()}, {"busy_s", json::array()}};
+  for (const auto& m : r.machine) {
+    machine["t_s"].push_back(r3(m.t));
+    machine["busy_s"].push_back(r3(m.busy));
+  }
+  run["machine"] = machine;
   // A summary per world that hooks and readers can use without the raw series.
   json worlds = json::object();
   const double ff = harness::firstFault(r);
@@ -219,13 +239,15 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   doc["run"] = runJson(s, r);
   doc["expectations"] = json::array();
   for (const auto& v : verdicts) {
-    doc["expectations"].push_back({{"name", v.name},
-                                   {"world", v.world},
-                                   {"status", v.status},
-                                   {"measured", v.measured},
-                                   {"threshold", v.threshold},
-                                   {"message", v.message},
-                                   {"where", v.where}});
+    json x = {{"name", v.name},         {"world", v.world},         {"status", v.status},
+              {"measured", v.measured}, {"threshold", v.threshold}, {"message", v.message},
+              {"where", v.where}};
+    if (!v.evidence.empty()) {
+      json ev = json::object();
+      for (const auto& [k, n] : v.evidence) ev[k] = std::isfinite(n) ? json(r6(n)) : json(nullptr);
+      x["evidence"] = ev;
+    }
+    doc["expectations"].push_back(x);
   }
   std::string verdict = harness::overall(verdicts);
   if (outcome == "unavailable") verdict = "skipped";
@@ -377,16 +399,37 @@ RunRecord runFromJson(const json& doc) {
       }
     }
   }
+  const json cpu = run.value("cpu", json::object());
+  for (auto it = cpu.begin(); it != cpu.end(); ++it) {
+    const json& c = it.value();
+    auto& out = r.cpu[it.key()];
+    for (size_t i = 0; i < c.at("t_s").size(); ++i) {
+      out.push_back({c["t_s"][i].get<double>(), c.at("cpu_s")[i].get<double>(),
+                     c.at("wait_s")[i].get<double>()});
+    }
+  }
+  const json machine = run.value("machine", json::object());
+  r.machine_cpus = machine.value("cpus", 0);
+  if (machine.contains("t_s")) {
+    for (size_t i = 0; i < machine["t_s"].size(); ++i) {
+      r.machine.push_back({machine["t_s"][i].get<double>(), machine.at("busy_s")[i].get<double>()});
+    }
+  }
   return r;
 }
 
 std::vector<Verdict> verdictsFromJson(const json& doc) {
   std::vector<Verdict> out;
   for (const auto& v : doc.value("expectations", json::array())) {
-    out.push_back({v.value("name", std::string()), v.value("world", std::string()),
-                   v.value("status", std::string()), v.value("measured", std::string()),
-                   v.value("threshold", std::string()), v.value("message", std::string()),
-                   v.value("where", std::string())});
+    Verdict x{v.value("name", std::string()),      v.value("world", std::string()),
+              v.value("status", std::string()),    v.value("measured", std::string()),
+              v.value("threshold", std::string()), v.value("message", std::string()),
+              v.value("where", std::string()),     {}};
+    const json evidence = v.value("evidence", json::object());  // items() of a temporary dangles
+    for (const auto& [k, n] : evidence.items()) {
+      x.evidence[k] = n.is_number() ? n.get<double>() : std::nan("");
+    }
+    out.push_back(x);
   }
   return out;
 }
@@ -419,6 +462,11 @@ std::string junitXml(const std::vector<json>& reports) {
       } else if (status == "skipped") {
         ++s;
         cases << "      <skipped message=\"" << xmlEscape(message) << "\"/>\n";
+      } else if (status == "inconclusive") {
+        // Neither passed nor failed: skipped, so that a JUnit gate does not go red on noise,
+        // with the reason (mwchaos itself exits 4; docs/ci.md).
+        ++s;
+        cases << "      <skipped message=\"" << xmlEscape("inconclusive: " + message) << "\"/>\n";
       }
       cases << "    </testcase>\n";
     };
@@ -551,7 +599,8 @@ std::string html(const json& doc) {
     << "<style>body{font-family:sans-serif;margin:2em;max-width:960px}"
        "table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:4px 6px;"
        "font-size:13px;text-align:left;vertical-align:top}"
-       ".pass{color:#2ca02c}.fail{color:#d62728}.error{color:#9467bd}.skipped{color:#7f7f7f}"
+       ".pass{color:#2ca02c}.fail{color:#d62728}.error{color:#9467bd}.skipped{color:#7f7f7f}."
+       "inconclusive{color:#ff7f0e}"
        "h2{margin-top:1.5em}code{background:#f3f3f3}</style></head><body>\n";
   o << "<h1>" << xmlEscape(sc.value("name", std::string())) << " <span class=\"" << verdict << "\">"
     << verdict << "</span></h1>\n";

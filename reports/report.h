@@ -29,11 +29,13 @@ harness::Scenario scenarioFromJson(const nlohmann::json& report);
 harness::RunRecord runFromJson(const nlohmann::json& report);
 std::vector<harness::Verdict> verdictsFromJson(const nlohmann::json& report);
 
-// The report's verdict: pass | fail | skipped (the machine could not run it) | error.
+// The report's verdict: pass | fail | inconclusive (a throughput verdict could not tell, see
+// harness/throughput.h) | skipped (the machine could not run it) | error.
 std::string verdictOf(const nlohmann::json& report);
 
 // One <testsuite> per report, one <testcase> per expectation: <failure> for a broken expectation,
-// <error> for a harness problem, <skipped> for what the machine cannot run.
+// <error> for a harness problem, <skipped> for what the machine cannot run and for an
+// inconclusive expectation (its message begins "inconclusive: ").
 std::string junitXml(const std::vector<nlohmann::json>& reports);
 
 std::string html(const nlohmann::json& report);

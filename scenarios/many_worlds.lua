@@ -23,8 +23,8 @@ scenario {
     broken = { "w7" },
     detected_within = "200ms",
     throughput = {
-      throughput_kept { world = "w1", ratio = 0.8 },
-      throughput_kept { world = "w32", ratio = 0.8 },
+      throughput_kept { world = "w1", ratio = 0.9 },
+      throughput_kept { world = "w32", ratio = 0.9 },
     },
   },
 }

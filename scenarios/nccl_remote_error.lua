@@ -23,6 +23,6 @@ scenario {
   expect = {
     broken = { "g1" },
     detected_within = "200ms",
-    throughput = { throughput_kept { world = "g2", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "g2", ratio = 0.9 } },
   },
 }

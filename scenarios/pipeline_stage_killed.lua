@@ -20,6 +20,6 @@ scenario {
   expect = {
     broken = { "l2", "l3" },
     detected_within = "100ms",
-    throughput = { throughput_kept { world = "l1", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "l1", ratio = 0.9 } },
   },
 }

@@ -25,7 +25,7 @@ scenario {
   expect = {
     broken = { "w2" },
     detected_within = "100ms",
-    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
     check = function(run)
       local refused, rejoined, later_breaks = 0, false, 0
       for _, e in ipairs(run.events) do

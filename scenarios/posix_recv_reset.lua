@@ -29,6 +29,6 @@ scenario {
   expect = {
     broken = { "w1", "w2" },
     detected_within = "100ms",
-    throughput = { throughput_kept { world = "w3", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w3", ratio = 0.9 } },
   },
 }

@@ -23,6 +23,6 @@ scenario {
   expect = {
     broken = { "w2" },
     detected_within = "200ms",
-    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
   },
 }

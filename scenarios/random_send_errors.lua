@@ -15,6 +15,6 @@ scenario {
   expect = {
     broken = { "w1" },
     detected_within = "1s",
-    throughput = { throughput_kept { world = "w2", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w2", ratio = 0.9 } },
   },
 }

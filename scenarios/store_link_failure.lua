@@ -15,6 +15,6 @@ scenario {
     broken = { "w2" },
     -- the link is checked at each heartbeat (every 50 ms here)
     detected_within = "150ms",
-    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
   },
 }

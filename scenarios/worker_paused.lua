@@ -16,6 +16,6 @@ scenario {
   expect = {
     broken = { "w2" },
     detected_within = { w2 = "750ms" },
-    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
   },
 }

@@ -21,7 +21,7 @@ scenario {
     broken = { "w2" },
     detected_within = "100ms",
     replacement_within = "3s",
-    throughput = { throughput_kept { world = "w1", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
     -- a hook for what a table cannot say: w2 carried traffic again after the restart
     check = function(run)
       local s = run.series.w2 and run.series.w2.leader

@@ -28,7 +28,7 @@ scenario {
   expect = {
     broken = { "side" },
     detected_within = "100ms",
-    throughput = { throughput_kept { world = "bcast", ratio = 0.8 } },
+    throughput = { throughput_kept { world = "bcast", ratio = 0.9 } },
     check = function(run)
       -- both members joined side's second generation after the add, and it carried data again
       local joined = {}

@@ -186,6 +186,29 @@ echo '{"not": "a report"}' >"$work/garbage.json"
 expect_rc 2 "report of garbage" "$mwchaos" report "$work/garbage.json"
 expect_out "report of garbage" "not a multiworld chaos report"
 
+# A throughput verdict that the evidence cannot settle: exit 4, a JUnit skip that says so, a GitHub
+# warning; --rerun-inconclusive runs it again, prints each rerun and counts it in the report.
+expect_rc 2 "rerun count too high" "$mwchaos" run --rerun-inconclusive 11 "$fx/inconclusive_throughput.lua"
+expect_out "rerun count too high" "--rerun-inconclusive: expected a whole number from 0 to 10, got '11'"
+expect_rc 2 "rerun count not a number" "$mwchaos" run --rerun-inconclusive x "$fx/inconclusive_throughput.lua"
+expect_rc 4 "inconclusive" "$mwchaos" run -q -o "$work/inconclusive" --rerun-inconclusive 1 \
+  "$fx/inconclusive_throughput.lua"
+expect_out "inconclusive" "^RERUN too little evidence for a throughput verdict: inconclusive, run 2 of at most 2"
+expect_out "inconclusive" "^INCONCLUSIVE +too little evidence"
+expect_out "inconclusive" "too few windows before the fault for a control"
+rep=$work/inconclusive/inconclusive_throughput
+grep -q '"reruns": 1' "$rep/report.json" || fail "inconclusive: the report does not count its rerun"
+grep -q '<skipped message="inconclusive: ' "$rep/junit.xml" || fail "inconclusive: no JUnit skip"
+grep -q '<failure' "$rep/junit.xml" && fail "inconclusive: JUnit has a failure"
+expect_rc 4 "inconclusive report" env GITHUB_STEP_SUMMARY="$work/summary2.md" \
+  "$mwchaos" report --format json,github "$rep/report.json"
+expect_out "inconclusive report" "^::warning file=[^,]*inconclusive_throughput.lua,line=15,"
+grep -q "^| ❔ inconclusive | too little evidence" "$work/summary2.md" ||
+  fail "inconclusive: no summary row"
+# A failure outranks it: exit 1 when one scenario fails and another is inconclusive.
+expect_rc 1 "fail outranks inconclusive" "$mwchaos" run -q --format json -o "$work/both" \
+  "$fx/inconclusive_throughput.lua" "$fx/wrong_expectation.lua"
+
 # A Lua check hook that fails: exit 1 with its message.
 expect_rc 1 "failing hook" "$mwchaos" run -q --format json -o "$work/hook" "$fx/failing_check.lua"
 expect_out "failing hook" "expect.check hook: w1 broken = false"
@@ -227,7 +250,7 @@ if pgrep -f "hanging_worker.sh" >/dev/null; then fail "hanging worker: its proce
 # A worker that writes lines the harness cannot parse: an error in the report, not a crash.
 expect_rc 1 "garbling worker" "$mwchaos" run --format json -o "$work/garble" \
   --worker "$src/tests/harness/fixtures/garbling_worker.sh" "$fx/one_role.lua"
-expect_out "garbling worker" "error +the harness ran the scenario: role 'a' wrote a line that is not the worker protocol \(stoll\): 'metrics notanumber"
+expect_out "garbling worker" "error +the harness ran the scenario: role 'a' wrote a line that is not the worker protocol \(worker line 'metrics': time 'notanumber' is not a whole number\): 'metrics notanumber"
 expect_out "garbling worker" "99999999999999999999999"
 [ -s "$work/garble/one_role/report.json" ] || fail "garbling worker: no report"
 

@@ -2,27 +2,16 @@
 // and what it leaves out.
 #include "harness/expectations.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <fstream>
 
 #include "harness/scenario.h"
+#include "tests/harness/scenario_text.h"
 
 namespace mw::harness {
 namespace {
 
-// A scenario loaded from `text` (through a file, as mwchaos loads it).
-LoadedScenario load(const std::string& text) {
-  const std::string path = "/tmp/mw_expectations_test_" + std::to_string(::getpid()) + ".lua";
-  std::ofstream(path) << text;
-  auto r = loadScenario(path, LoadOptions{});
-  ::unlink(path.c_str());
-  INFO((r.errors.empty() ? std::string() : r.errors.front()));
-  REQUIRE(r.loaded);
-  return std::move(*r.loaded);
-}
+LoadedScenario load(const std::string& text) { return testing::loadText(text); }
 
 // Three members of w1; w2 between the leader and c; `fault` on the timeline at 1 s.
 std::string threeMembers(const std::string& fault, const std::string& expect) {

@@ -1,23 +1,13 @@
 // The scenario prelude's star {} helper: the worlds and roles it writes.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <fstream>
 
 #include "harness/scenario.h"
+#include "tests/harness/scenario_text.h"
 
 namespace mw::harness {
 namespace {
 
-Scenario loadText(const std::string& text) {
-  const std::string path = "/tmp/mw_star_test_" + std::to_string(::getpid()) + ".lua";
-  std::ofstream(path) << text;
-  auto r = loadScenario(path, LoadOptions{});
-  ::unlink(path.c_str());
-  INFO((r.errors.empty() ? std::string() : r.errors.front()));
-  REQUIRE(r.loaded);
-  return r.loaded->scenario;
-}
+Scenario loadText(const std::string& text) { return testing::loadText(text).scenario; }
 
 TEST_CASE("star gives the leader rank 0 of one world per worker", "[harness][scenario]") {
   auto s = loadText(R"(local worlds, roles = star { workers = 3, hosts = true,

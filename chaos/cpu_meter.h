@@ -1,0 +1,42 @@
+// CpuMeter: how much CPU this process's threads got, and how long they waited for one, from the
+// kernel's per-thread scheduler statistics (/proc/self/task/<tid>/schedstat: time on a CPU, time
+// runnable on a run queue). The chaos worker reports both for each metrics window, so that a
+// throughput verdict can tell a survivor slowed by a fault from one starved by the machine.
+//
+// Thread rules: one thread calls sample(); the object is not shared.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace mw::chaos {
+
+class CpuMeter {
+ public:
+  struct Delta {
+    int64_t cpu_ns = 0;     // time this process's threads ran
+    int64_t wait_ns = 0;    // time they were runnable but waited for a CPU
+    bool available = true;  // false: the kernel gives no schedstat (then both are 0)
+  };
+
+  // The CPU and wait time of this process's threads since the previous call (since construction
+  // for the first). Threads that ended between two calls lose their last part; threads that began
+  // count from their start.
+  Delta sample();
+
+  CpuMeter() { sample(); }
+
+ private:
+  struct Seen {
+    int64_t cpu = 0, wait = 0;
+  };
+  std::map<long, Seen> last_;  // tid -> its counters at the previous sample
+};
+
+// CPU-seconds the whole machine's CPUs have been busy since boot (every process, the kernel
+// included: /proc/stat's user, nice, system, irq, softirq and steal), or -1 when unreadable. The
+// difference of two readings, less what a scenario's own processes used, is the load that came
+// from outside the scenario. Resolution: the kernel's clock tick (10 ms here).
+double machineBusySeconds();
+
+}  // namespace mw::chaos

@@ -1,0 +1,168 @@
+#include "chaos/worker_lines.h"
+
+#include <charconv>
+#include <vector>
+
+namespace mw::chaos::lines {
+
+namespace {
+
+std::string oneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+
+// The words of `line`, at most `max` of them: the last one holds the rest of the line.
+std::vector<std::string_view> words(std::string_view line, size_t max) {
+  std::vector<std::string_view> out;
+  while (out.size() + 1 < max) {
+    size_t sp = line.find(' ');
+    if (sp == std::string_view::npos) break;
+    out.push_back(line.substr(0, sp));
+    line.remove_prefix(sp + 1);
+  }
+  out.push_back(line);
+  return out;
+}
+
+// Reads the fields of one line in order, remembering the first error.
+class Fields {
+ public:
+  Fields(std::string_view kind, std::vector<std::string_view> w) : kind_(kind), w_(std::move(w)) {}
+
+  template <class N>
+  N number(const char* field) {
+    N v{};
+    std::string_view s = next(field);
+    if (!ok()) return v;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) {
+      fail(std::string(field) + " '" + std::string(s.substr(0, 40)) + "' is not a whole number");
+    }
+    return v;
+  }
+  std::string word(const char* field) { return std::string(next(field)); }
+  // The rest of the line (may be empty).
+  std::string rest() { return i_ < w_.size() ? std::string(w_[i_++]) : std::string(); }
+
+  bool ok() const { return error_.empty(); }
+  Status status() const {
+    return Status(Code::kInvalidArgument, "worker line '" + std::string(kind_) + "': " + error_);
+  }
+
+ private:
+  std::string_view next(const char* field) {
+    if (!ok()) return {};
+    if (i_ >= w_.size() || w_[i_].empty()) {
+      fail("missing " + std::string(field));
+      return {};
+    }
+    return w_[i_++];
+  }
+  void fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+  }
+  std::string_view kind_;
+  std::vector<std::string_view> w_;
+  size_t i_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
+std::string format(const Line& line) {
+  auto n = [](auto v) { return std::to_string(v); };
+  return std::visit(
+      Overload{
+          [](const Fifo& l) { return "fifo " + (l.path.empty() ? std::string("-") : l.path); },
+          [&](const Ready& l) { return "ready " + n(l.t_ns); },
+          [&](const Event& l) {
+            return "event " + n(l.t_ns) + " " + l.world + " " + l.kind + " " + n(l.generation) +
+                   " " + (l.cause.empty() ? std::string("-") : l.cause) + " " + n(l.peer) + " " +
+                   oneLine(l.detail);
+          },
+          [&](const Metrics& l) {
+            return "metrics " + n(l.t_ns) + " " + l.world + " " + n(l.generation) + " " +
+                   n(l.bytes) + " " + n(l.ops) + " " + n(l.lat_sum_ns) + " " + n(l.lat_max_ns);
+          },
+          [&](const Cpu& l) { return "cpu " + n(l.t_ns) + " " + n(l.cpu_ns) + " " + n(l.wait_ns); },
+          [&](const JoinFail& l) {
+            return "joinfail " + n(l.t_ns) + " " + l.world + " " + oneLine(l.status);
+          },
+          [](const Error& l) { return "error " + oneLine(l.message); },
+      },
+      line);
+}
+
+Result<Line> parse(std::string_view line) {
+  const size_t sp = line.find(' ');
+  const std::string_view kind = line.substr(0, sp);
+  const std::string_view body = sp == std::string_view::npos ? "" : line.substr(sp + 1);
+  if (kind == "fifo") {
+    if (body.empty()) return Status(Code::kInvalidArgument, "worker line 'fifo': missing path");
+    return Line(Fifo{body == "-" ? std::string() : std::string(body)});
+  }
+  if (kind == "error") return Line(Error{std::string(body)});
+  if (kind == "ready") {
+    Fields f(kind, words(body, 1));
+    Ready r{f.number<int64_t>("time")};
+    if (!f.ok()) return f.status();
+    return Line(r);
+  }
+  if (kind == "event") {
+    Fields f(kind, words(body, 7));
+    Event e;
+    e.t_ns = f.number<int64_t>("time");
+    e.world = f.word("world");
+    e.kind = f.word("kind");
+    e.generation = f.number<uint64_t>("generation");
+    e.cause = f.word("cause");
+    if (e.cause == "-") e.cause.clear();
+    e.peer = f.number<int>("peer");
+    e.detail = f.rest();
+    if (!f.ok()) return f.status();
+    return Line(std::move(e));
+  }
+  if (kind == "metrics") {
+    Fields f(kind, words(body, 7));
+    Metrics m;
+    m.t_ns = f.number<int64_t>("time");
+    m.world = f.word("world");
+    m.generation = f.number<uint64_t>("generation");
+    m.bytes = f.number<int64_t>("bytes");
+    m.ops = f.number<int64_t>("ops");
+    m.lat_sum_ns = f.number<int64_t>("latency_sum_ns");
+    m.lat_max_ns = f.number<int64_t>("latency_max_ns");
+    if (!f.ok()) return f.status();
+    return Line(std::move(m));
+  }
+  if (kind == "cpu") {
+    Fields f(kind, words(body, 3));
+    Cpu c;
+    c.t_ns = f.number<int64_t>("time");
+    c.cpu_ns = f.number<int64_t>("cpu_ns");
+    c.wait_ns = f.number<int64_t>("wait_ns");
+    if (!f.ok()) return f.status();
+    return Line(c);
+  }
+  if (kind == "joinfail") {
+    Fields f(kind, words(body, 3));
+    JoinFail j;
+    j.t_ns = f.number<int64_t>("time");
+    j.world = f.word("world");
+    j.status = f.rest();
+    if (!f.ok()) return f.status();
+    return Line(std::move(j));
+  }
+  return Status(Code::kInvalidArgument,
+                "worker line of unknown kind '" + std::string(kind.substr(0, 40)) + "'");
+}
+
+}  // namespace mw::chaos::lines

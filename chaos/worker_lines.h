@@ -1,0 +1,75 @@
+// The line protocol between mw_worker and the harness: what a worker writes on its stdout, one
+// line per message, and the harness parses. One definition serves both sides, so a message that is
+// written can always be read back (worker_lines_test.cc round-trips each kind).
+//
+// Times are CLOCK_MONOTONIC nanoseconds (mw::Clock), comparable across the processes of a machine.
+// Words are separated by one space; the last field of `event`, `joinfail` and `error` is free text
+// (newlines replaced by spaces when written).
+//
+//   fifo <path>|-                       failpoint control fifo, or "-": no failpoints compiled in
+//   ready <t>                           every world joined
+//   event <t> <world> <kind> <generation> <cause>|- <peer> <detail...>
+//   metrics <t> <world> <generation> <bytes> <ops> <latency_sum_ns> <latency_max_ns>
+//   cpu <t> <cpu_ns> <wait_ns>          the worker process's CPU time and run-queue wait (summed
+//                                       over its threads) during the window that ends at t
+//   joinfail <t> <world> <status...>    a join or rejoin failed (the worker tries again)
+//   error <message...>                  fatal: the worker exits 3
+//
+// Thread rules: pure functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "multiworld/status.h"
+
+namespace mw::chaos::lines {
+
+struct Fifo {
+  std::string path;  // empty: the worker has no failpoints ("fifo -")
+};
+struct Ready {
+  int64_t t_ns = 0;
+};
+struct Event {
+  int64_t t_ns = 0;
+  std::string world;
+  std::string kind;  // created | broken | removed (mw::eventKindName)
+  uint64_t generation = 0;
+  std::string cause;  // "" when none (written "-")
+  int peer = -1;
+  std::string detail;
+};
+struct Metrics {
+  int64_t t_ns = 0;  // end of the window
+  std::string world;
+  uint64_t generation = 0;
+  int64_t bytes = 0, ops = 0, lat_sum_ns = 0, lat_max_ns = 0;
+};
+struct Cpu {
+  int64_t t_ns = 0;     // end of the window
+  int64_t cpu_ns = 0;   // CPU time the process's threads ran
+  int64_t wait_ns = 0;  // time they were runnable but waited for a CPU
+};
+struct JoinFail {
+  int64_t t_ns = 0;
+  std::string world;
+  std::string status;
+};
+struct Error {
+  std::string message;
+};
+
+using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error>;
+
+// The line for `l`, without its newline. Free-text fields have their newlines replaced by spaces;
+// a name field (world) must be one word without spaces (the scenario validator's name rule).
+std::string format(const Line& l);
+
+// Parses one line (without its newline). kInvalidArgument, naming the line's kind and the field,
+// when it is not the protocol: an unknown kind, a missing field, a number that is not one.
+Result<Line> parse(std::string_view line);
+
+}  // namespace mw::chaos::lines

@@ -1,0 +1,146 @@
+// The report's JSON codec (reports/report.h): a report read back holds what was written, and
+// judging it again gives the same verdicts; an inconclusive verdict's JUnit and GitHub forms.
+#include "reports/report.h"
+
+#include <catch2/catch.hpp>
+
+#include "harness/expectations.h"
+#include "reports/github.h"
+#include "tests/harness/scenario_text.h"
+
+namespace mw::harness {
+namespace {
+
+LoadedScenario twoWorlds() {
+  return testing::loadText(R"(scenario {
+  name = "round trip", duration = "4s", seed = 42,
+  worlds = { w1 = { heartbeat = "300ms" }, w2 = {} },
+  roles = { leader = { worlds = { w1 = 0, w2 = 0 } }, a = { worlds = { w1 = 1 } },
+            c = { worlds = { w2 = 1 } } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB", rate = 20 } },
+  timeline = { at("2s", kill("c")) },
+  expect = { broken = { "w2" }, detected_within = "200ms",
+             throughput = { throughput_kept { world = "w1", ratio = 0.9 } } },
+})");
+}
+
+RunRecord aRun(double after_factor) {
+  RunRecord r;
+  r.duration = 4;
+  r.elapsed = 4.002;
+  r.startup = 0.3;
+  r.machine_cpus = 2;
+  r.harness_errors = {"an error"};
+  FaultRec f = testing::killFault("c", 2.001, {"w2"});
+  f.where = "t.lua:8";
+  r.faults.push_back(f);
+  EventRec e;
+  e.t = 2.05;
+  e.role = "leader";
+  e.world = "w2";
+  e.kind = "broken";
+  e.generation = 1;
+  e.cause = "peer_died";
+  e.peer = 1;
+  e.detail = "connection closed";
+  r.events.push_back(e);
+  for (int i = 1; i <= 40; ++i) {
+    const double t = i * 0.1;
+    WindowRec w;
+    w.t = t;
+    w.generation = 1;
+    w.bytes = 1310720 * (t > 2 ? after_factor : 1) * (i % 2 ? 0.5 : 1.5);
+    w.ops = 2;
+    w.lat_sum_ns = 2e6;
+    w.lat_max_ns = 1.5e6;
+    r.windows["w1"]["leader"].push_back(w);
+    r.cpu["leader"].push_back({t, 0.01, 0.002});
+    r.cpu["a"].push_back({t, 0.004, 0});
+    r.machine.push_back({t, t * 0.2});
+  }
+  WorkerRec wr;
+  wr.role = "c";
+  wr.pid = 77;
+  wr.starts = 1;
+  wr.exit = "killed by SIGKILL";
+  wr.killed_by_scenario = true;
+  r.workers.push_back(wr);
+  return r;
+}
+
+TEST_CASE("a report read back holds what was written", "[harness][report]") {
+  auto l = twoWorlds();
+  const Scenario& s = l.scenario;
+  const RunRecord r = aRun(0.8);
+  const auto verdicts = evaluate(s, r);
+  const auto doc =
+      reports::reportJson(s, r, verdicts, "completed", "", nlohmann::json{{"cores", 2}});
+  // Through text, as `mwchaos report` reads it.
+  const auto back = nlohmann::json::parse(doc.dump(1));
+  const Scenario s2 = reports::scenarioFromJson(back);
+  const RunRecord r2 = reports::runFromJson(back);
+  const auto v2 = reports::verdictsFromJson(back);
+
+  CHECK(s2.name == s.name);
+  CHECK(s2.seed == 42);
+  CHECK(s2.worlds.at("w1").heartbeat == s.worlds.at("w1").heartbeat);
+  CHECK(s2.membersOf("w1") == s.membersOf("w1"));
+  CHECK(s2.expect.throughput.at(0).ratio == Approx(0.9));
+  CHECK(r2.harness_errors == r.harness_errors);
+  REQUIRE(r2.faults.size() == 1);
+  CHECK(r2.faults[0].worlds == r.faults[0].worlds);
+  CHECK(r2.faults[0].ends_role);
+  REQUIRE(r2.events.size() == 1);
+  CHECK(r2.events[0].detail == "connection closed");
+  CHECK(r2.windows.at("w1").at("leader").size() == 40);
+  REQUIRE(r2.cpu.at("leader").size() == 40);
+  CHECK(r2.cpu.at("leader")[3].wait == Approx(0.002));
+  REQUIRE(r2.machine.size() == 40);
+  CHECK(r2.machine_cpus == 2);
+  CHECK(r2.workers.at(0).exit == "killed by SIGKILL");
+
+  // Judged again from what was read back: the same verdicts, evidence included.
+  const auto again = evaluate(s2, r2);
+  REQUIRE(again.size() == verdicts.size());
+  REQUIRE(v2.size() == verdicts.size());
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    CAPTURE(verdicts[i].name);
+    CHECK(again[i].status == verdicts[i].status);
+    CHECK(again[i].message == verdicts[i].message);
+    CHECK(v2[i].status == verdicts[i].status);
+    for (const auto& [k, n] : verdicts[i].evidence) {
+      CAPTURE(k);
+      CHECK(again[i].evidence.at(k) == Approx(n).epsilon(1e-5));
+      CHECK(v2[i].evidence.at(k) == Approx(n).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("an inconclusive report is a JUnit skip and a GitHub warning", "[harness][report]") {
+  auto l = twoWorlds();
+  const RunRecord r = aRun(0.8);  // windows swing 0.5..1.5: 0.8 cannot be told from 0.9
+  const auto verdicts = evaluate(l.scenario, r);
+  const auto doc = reports::reportJson(l.scenario, r, verdicts, "completed", "", {});
+  const auto* tv = &verdicts[0];
+  for (const auto& v : verdicts) {
+    if (v.name.find("throughput") != std::string::npos) tv = &v;
+  }
+  INFO(tv->message);
+  REQUIRE(tv->status == "inconclusive");
+  // The harness error in the run makes the whole verdict fail; without it, inconclusive.
+  CHECK(reports::verdictOf(doc) == "fail");
+  RunRecord clean = r;
+  clean.harness_errors.clear();
+  const auto cv = evaluate(l.scenario, clean);
+  const auto cdoc = reports::reportJson(l.scenario, clean, cv, "completed", "", {});
+  CHECK(reports::verdictOf(cdoc) == "inconclusive");
+  const std::string junit = reports::junitXml({cdoc});
+  CHECK_THAT(junit, Catch::Contains("<skipped message=\"inconclusive: "));
+  CHECK_THAT(junit, !Catch::Contains("<failure"));
+  const std::string gh = reports::githubAnnotations(cdoc);
+  CHECK_THAT(gh, Catch::Contains("::warning file="));
+  CHECK_THAT(gh, !Catch::Contains("::error"));
+}
+
+}  // namespace
+}  // namespace mw::harness

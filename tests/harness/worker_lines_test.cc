@@ -1,0 +1,91 @@
+// The worker line protocol (chaos/worker_lines.h): every kind round-trips, and a line that is not
+// the protocol is an error naming what is wrong, never a crash.
+#include "chaos/worker_lines.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "chaos/cpu_meter.h"
+
+namespace mw::chaos::lines {
+namespace {
+
+Line roundTrip(const Line& l) {
+  auto parsed = parse(format(l));
+  INFO(format(l) << " -> " << parsed.status().toString());
+  REQUIRE(parsed.ok());
+  CHECK(format(*parsed) == format(l));
+  return *parsed;
+}
+
+TEST_CASE("every worker line kind round-trips", "[harness][lines]") {
+  CHECK(std::get<Fifo>(roundTrip(Fifo{"/tmp/x/fifo"})).path == "/tmp/x/fifo");
+  CHECK(std::get<Fifo>(roundTrip(Fifo{})).path.empty());
+  CHECK(std::get<Ready>(roundTrip(Ready{123456789012345})).t_ns == 123456789012345);
+  auto e = std::get<Event>(
+      roundTrip(Event{5, "w1", "broken", 3, "peer_died", 2, "connection reset\nby peer"}));
+  CHECK(e.world == "w1");
+  CHECK(e.generation == 3);
+  CHECK(e.cause == "peer_died");
+  CHECK(e.peer == 2);
+  CHECK(e.detail == "connection reset by peer");  // newlines never split a line
+  auto created = std::get<Event>(roundTrip(Event{6, "w2", "created", 1, "", -1, ""}));
+  CHECK(created.cause.empty());
+  CHECK(created.peer == -1);
+  auto m = std::get<Metrics>(roundTrip(Metrics{7, "w1", 2, 1 << 20, 4, 1000, 600}));
+  CHECK(m.bytes == 1 << 20);
+  CHECK(m.lat_max_ns == 600);
+  auto c = std::get<Cpu>(roundTrip(Cpu{8, 50000000, 1200}));
+  CHECK(c.cpu_ns == 50000000);
+  CHECK(c.wait_ns == 1200);
+  auto j = std::get<JoinFail>(roundTrip(JoinFail{9, "w3", "timeout: no answer"}));
+  CHECK(j.status == "timeout: no answer");
+  CHECK(std::get<Error>(roundTrip(Error{"unavailable: no GPU"})).message == "unavailable: no GPU");
+}
+
+TEST_CASE("a line that is not the protocol names what is wrong", "[harness][lines]") {
+  struct Case {
+    const char* line;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{"metrics 1 w1 2 3 4 5", "missing latency_max_ns"},
+        Case{"metrics 1 w1 2 x 4 5 6", "bytes 'x' is not a whole number"},
+        Case{"metrics 1 w1 2 3 4 5 6 7", "latency_max_ns '6 7'"}, Case{"ready", "missing time"},
+        Case{"ready soon", "time 'soon'"}, Case{"event 1 w1 broken", "missing generation"},
+        Case{"cpu 1 -", "cpu_ns '-'"}, Case{"cpu 1 99999999999999999999 0", "cpu_ns"},
+        Case{"fifo", "missing path"}, Case{"hello world", "unknown kind 'hello'"},
+        Case{"", "unknown kind ''"}}) {
+    auto r = parse(c.line);
+    CAPTURE(c.line);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains(c.says));
+  }
+}
+
+TEST_CASE("random bytes never crash the parser", "[harness][lines]") {
+  std::mt19937 rng(7);
+  const std::string kinds[] = {"metrics ", "event ", "cpu ", "ready ", "joinfail ", "fifo ", ""};
+  for (int i = 0; i < 20000; ++i) {
+    std::string line = kinds[rng() % 7];
+    const int n = static_cast<int>(rng() % 40);
+    for (int k = 0; k < n; ++k) line += static_cast<char>(" 0123456789-w\x01\xff"[rng() % 15]);
+    (void)parse(line);  // any answer, never a crash (ASan and UBSan watch this test)
+  }
+}
+
+TEST_CASE("CpuMeter counts the CPU a busy thread used", "[harness][lines]") {
+  CpuMeter meter;
+  volatile unsigned long x = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  while (std::chrono::steady_clock::now() < until) x = x + 1;
+  auto d = meter.sample();
+  REQUIRE(d.available);
+  CHECK(d.cpu_ns >= 20000000);  // most of the 50 ms (the machine may take some)
+  CHECK(d.wait_ns >= 0);
+  CHECK(machineBusySeconds() > 0);
+}
+
+}  // namespace
+}  // namespace mw::chaos::lines
