@@ -1,43 +1,85 @@
 #include "chaos/cpu_meter.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace mw::chaos {
 
-CpuMeter::Delta CpuMeter::sample() {
-  Delta d;
-  std::map<long, Seen> now;
-  DIR* dir = ::opendir("/proc/self/task");
-  if (dir == nullptr) {
-    d.available = false;
-    return d;
+namespace {
+
+// The thread count of this process (/proc/self/stat's 20th field), or -1.
+long threadCount() {
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[1024];
+  ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
+  if (p == nullptr) return -1;
+  long threads = -1;
+  // After ")": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime
+  // stime cutime cstime priority nice num_threads
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %ld",
+                  &threads) != 1) {
+    return -1;
   }
+  return threads;
+}
+
+}  // namespace
+
+CpuMeter::~CpuMeter() {
+  for (auto& [tid, t] : threads_) ::close(t.fd);
+}
+
+void CpuMeter::discover() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return;
   while (dirent* e = ::readdir(dir)) {
     char* end = nullptr;
     const long tid = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0') continue;  // "." and ".."
+    if (end == e->d_name || *end != '\0' || threads_.count(tid)) continue;
     char path[64];
     std::snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
-    FILE* f = std::fopen(path, "re");
-    if (f == nullptr) continue;  // the thread ended meanwhile
-    long long cpu = 0, wait = 0;
-    const bool read = std::fscanf(f, "%lld %lld", &cpu, &wait) == 2;
-    std::fclose(f);
-    if (!read) continue;
-    now[tid] = {cpu, wait};
-    auto it = last_.find(tid);
-    const Seen before = it == last_.end() ? Seen{} : it->second;
-    // A tid reused by a new thread starts below the old one's counters: count it from zero.
-    d.cpu_ns += cpu >= before.cpu ? cpu - before.cpu : cpu;
-    d.wait_ns += wait >= before.wait ? wait - before.wait : wait;
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) threads_[tid] = {fd, 0, 0};
   }
   ::closedir(dir);
-  if (now.empty()) d.available = false;
-  last_ = std::move(now);
+}
+
+CpuMeter::Delta CpuMeter::sample() {
+  Delta d;
+  // The task list is read only when the thread count changed; each thread's file stays open and
+  // is read again from its start (one pread per thread and window, no path lookups).
+  const long count = threadCount();
+  if (count != known_threads_) {
+    discover();
+    known_threads_ = count;
+  }
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    char buf[128];
+    ssize_t n = ::pread(it->second.fd, buf, sizeof(buf) - 1, 0);
+    long long cpu = 0, wait = 0;
+    if (n > 0) buf[n] = '\0';
+    if (n <= 0 || std::sscanf(buf, "%lld %lld", &cpu, &wait) != 2) {
+      ::close(it->second.fd);  // the thread ended
+      it = threads_.erase(it);
+      continue;
+    }
+    Thread& t = it->second;
+    d.cpu_ns += cpu >= t.cpu ? cpu - t.cpu : cpu;
+    d.wait_ns += wait >= t.wait ? wait - t.wait : wait;
+    t.cpu = cpu, t.wait = wait;
+    ++it;
+  }
+  if (threads_.empty()) d.available = false;
   return d;
 }
 

@@ -25,12 +25,18 @@ class CpuMeter {
   Delta sample();
 
   CpuMeter() { sample(); }
+  ~CpuMeter();
+  CpuMeter(const CpuMeter&) = delete;
+  CpuMeter& operator=(const CpuMeter&) = delete;
 
  private:
-  struct Seen {
+  struct Thread {
+    int fd = -1;  // its schedstat file, kept open and read again from the start
     int64_t cpu = 0, wait = 0;
   };
-  std::map<long, Seen> last_;  // tid -> its counters at the previous sample
+  void discover();                  // opens the schedstat of threads not yet known
+  std::map<long, Thread> threads_;  // tid -> its file and counters at the previous sample
+  long known_threads_ = -2;
 };
 
 // CPU-seconds the whole machine's CPUs have been busy since boot (every process, the kernel

@@ -14,8 +14,8 @@ scenario {
     p1 = { worlds = { g1 = 1, g2 = 1 } },
   },
   traffic = {
-    ring_allreduce { world = "g1", bytes = "256KiB" },
-    ring_allreduce { world = "g2", bytes = "256KiB" },
+    ring_allreduce { world = "g1", bytes = "256KiB", rate = 200 },
+    ring_allreduce { world = "g2", bytes = "256KiB", rate = 200 },
   },
   timeline = {
     at("2s", failpoint("p1", "mw/nccl/all_reduce/g1", { nccl = "ncclRemoteError", once = true })),

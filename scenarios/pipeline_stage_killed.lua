@@ -15,7 +15,7 @@ scenario {
     s2 = { worlds = { l2 = 1, l3 = 0 } },
     s3 = { worlds = { l3 = 1 } },
   },
-  traffic = { pipeline { worlds = { "l1", "l2", "l3" }, bytes = "256KiB" } },
+  traffic = { pipeline { worlds = { "l1", "l2", "l3" }, bytes = "256KiB", rate = 200 } },
   timeline = { at("2s", kill("s2")) },
   expect = {
     broken = { "l2", "l3" },

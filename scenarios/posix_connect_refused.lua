@@ -15,7 +15,7 @@ scenario {
   duration = "7s",
   worlds = worlds,
   roles = roles,
-  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB", rate = 200 } },
   timeline = {
     at("2s", failpoint("b", "posix/io/net/connect", { errno = "ECONNREFUSED" })),
     at("2.2s", remove_world("b", "w2")),

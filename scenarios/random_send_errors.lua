@@ -8,7 +8,7 @@ scenario {
   seed = 11,
   worlds = worlds,
   roles = roles,
-  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB" } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "64KiB", rate = 200 } },
   timeline = {
     at("2s", failpoint("a", "mw/{backend}/send/w1", { errno = "ECONNRESET", probability = 0.1 })),
   },

@@ -7,7 +7,7 @@ scenario {
   duration = "4s",
   worlds = worlds,
   roles = roles,
-  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB", rate = 200 } },
   timeline = {
     at("2s", failpoint("b", "mw/store/link/w2", { errno = "ETIMEDOUT", once = true })),
   },

@@ -15,7 +15,7 @@ scenario {
     b = { worlds = { w2 = 1 } },
     c = { worlds = { w3 = 1 } },
   },
-  traffic = { gather_to_leader { worlds = { "w1", "w2", "w3" }, bytes = "256KiB" } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2", "w3" }, bytes = "256KiB", rate = 200 } },
   timeline = {
     at("2s", kill("b")),
     at("2s", failpoint("c", "mw/{backend}/send/w3", { errno = "ECONNRESET", once = true })),

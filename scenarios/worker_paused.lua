@@ -8,7 +8,7 @@ scenario {
   duration = "5s",
   worlds = worlds,
   roles = roles,
-  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB", rate = 200 } },
   timeline = {
     at("2s", pause("b")),
     at("4s", resume("b")),

@@ -12,7 +12,7 @@ scenario {
   duration = "5s",
   worlds = worlds,
   roles = roles,
-  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
+  traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB", rate = 200 } },
   timeline = {
     at("1.5s", kill("b")),
     at("2.5s", restart("b")),
