@@ -18,6 +18,7 @@
 
 #include "chaos/posix_faults.h"
 #include "harness/lua_sandbox.h"
+#include "harness/nemesis.h"
 
 namespace mw::harness {
 
@@ -794,10 +795,8 @@ class Validator {
     }
   }
 
-  // A seeded random schedule of faults (the "nemesis"), drawn here so that the planned timeline is
-  // known before the run, written into the report, and the same for the same seed. Faults follow
-  // one another: each is undone (heal, resume, restart) `hold` after it starts, and the next one
-  // starts a random gap later (uniform in [gap/2, 3*gap/2]).
+  // A seeded random schedule of faults (the "nemesis", harness/nemesis.h), validated and drawn
+  // here so that the planned timeline is known before the run.
   void nemesis(const LV* v, const std::string& w, Scenario& s) {
     if (v == nullptr) return;
     if (v->t != LV::T::kTable) {
@@ -844,49 +843,7 @@ class Validator {
     if (n.gap < Ms(50) || n.hold < Ms(10))
       error(w, "nemesis: gap must be >= 50ms and hold >= 10ms");
     if (!errors.empty()) return;
-    // splitmix64: the same sequence for the same seed on every machine and library.
-    uint64_t state = s.seed * 0x9E3779B97F4A7C15ULL + 0x6E656D65ULL;
-    auto next = [&state]() {
-      uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-      return z ^ (z >> 31);
-    };
-    auto pick = [&](size_t n) { return static_cast<size_t>(next() % n); };
-    auto unit = [&]() { return static_cast<double>(next() >> 11) / 9007199254740992.0; };
-    long long t = n.start.count();
-    int k = 0;
-    for (;;) {
-      t += static_cast<long long>(static_cast<double>(n.gap.count()) * (0.5 + unit()));
-      if (t + n.hold.count() > n.stop.count()) break;
-      ActionSpec on, off;
-      on.at = Ms(t);
-      off.at = Ms(t + n.hold.count());
-      on.where = off.where = w + " (nemesis #" + std::to_string(++k) + ")";
-      const std::string kind = n.faults[pick(n.faults.size())];
-      if (kind == "partition" || kind == "loss") {
-        std::string host = n.hosts[pick(n.hosts.size())];
-        on.kind = kind;
-        off.kind = "heal";
-        if (kind == "partition") {
-          on.hosts_a = {host};
-          for (const auto& h : s.hosts()) {
-            if (h != host) on.hosts_b.push_back(h);
-          }
-        } else {
-          on.host = host;
-          on.loss = n.loss;
-        }
-      } else {
-        std::string role = n.roles[pick(n.roles.size())];
-        on.role = off.role = role;
-        on.kind = kind;
-        off.kind = kind == "pause" ? "resume" : "restart";
-      }
-      s.timeline.push_back(on);
-      s.timeline.push_back(off);
-      t += n.hold.count();
-    }
+    for (auto& a : drawNemesis(n, s.seed, s.hosts(), w)) s.timeline.push_back(std::move(a));
     std::stable_sort(s.timeline.begin(), s.timeline.end(),
                      [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
   }
