@@ -1,0 +1,447 @@
+#include "harness/validator.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "chaos/posix_faults.h"
+#include "harness/fault_names.h"
+#include "harness/nemesis.h"
+
+namespace mw::harness::loader {
+
+void Validator::error(const std::string& where, const std::string& msg) {
+  errors.push_back(refine(where, msg) + ": " + msg);
+}
+
+std::string Validator::refine(const std::string& where, const std::string& msg) {
+  size_t colon = where.rfind(':');
+  if (colon == std::string::npos) return where;
+  const std::string file = where.substr(0, colon);
+  int line = std::atoi(where.c_str() + colon + 1);
+  std::string path = msg.substr(0, msg.find(": "));
+  path = path.substr(0, path.find(' '));
+  size_t dot = path.rfind('.');
+  std::string field = dot == std::string::npos ? path : path.substr(dot + 1);
+  field = field.substr(0, field.find('['));
+  if (field.empty() || line <= 0 || !std::isalpha(static_cast<unsigned char>(field[0]))) {
+    return where;
+  }
+  if (lines_.empty()) {
+    std::ifstream in(file);
+    for (std::string l; std::getline(in, l);) lines_.push_back(l);
+  }
+  for (size_t i = static_cast<size_t>(line - 1); i < lines_.size(); ++i) {
+    const std::string& l = lines_[i];
+    for (size_t p = l.find(field); p != std::string::npos; p = l.find(field, p + 1)) {
+      auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+      bool starts = p == 0 || !word(l[p - 1]);
+      size_t q = p + field.size();
+      while (q < l.size() && (l[q] == ' ' || l[q] == '\t')) ++q;
+      bool assigned = q < l.size() && l[q] == '=' && (q + 1 >= l.size() || l[q + 1] != '=');
+      if (starts && assigned) return file + ":" + std::to_string(i + 1);
+    }
+  }
+  return where;
+}
+
+void Validator::onlyFields(const LV& t, const std::string& where, const std::string& path,
+                           std::initializer_list<const char*> allowed) {
+  for (const auto& field : t.fields) {
+    const std::string& k = field.first;
+    if (k == "__kind" || k == "__where") continue;
+    bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; });
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+      error(where, path + (path.empty() ? "" : ".") + k +
+                       ": unknown field (expected one of: " + list + ")");
+    }
+  }
+  if (!t.items.empty()) error(where, path + ": expected named fields, not a list");
+}
+
+std::optional<Ms> Validator::duration(const LV* v, const std::string& where,
+                                      const std::string& path) {
+  if (v == nullptr) return std::nullopt;
+  std::optional<Ms> d;
+  if (v->t == LV::T::kStr) d = parseDuration(v->s);
+  if (v->t == LV::T::kNum && v->n >= 0) d = Ms(static_cast<long long>(std::llround(v->n * 1000)));
+  if (!d) error(where, path + ": expected a duration like \"500ms\" or \"2s\", got " + v->show());
+  return d;
+}
+
+std::optional<std::string> Validator::str(const LV* v, const std::string& where,
+                                          const std::string& path) {
+  return typed<std::string>(
+      v, LV::T::kStr, [](const LV& x) { return x.s; }, "a string", where, path);
+}
+
+std::optional<double> Validator::num(const LV* v, const std::string& where,
+                                     const std::string& path) {
+  return typed<double>(
+      v, LV::T::kNum, [](const LV& x) { return x.n; }, "a number", where, path);
+}
+
+std::optional<bool> Validator::boolean(const LV* v, const std::string& where,
+                                       const std::string& path) {
+  return typed<bool>(
+      v, LV::T::kBool, [](const LV& x) { return x.b; }, "true or false", where, path);
+}
+
+std::vector<std::string> Validator::strList(const LV* v, const std::string& where,
+                                            const std::string& path) {
+  std::vector<std::string> out;
+  if (v == nullptr) return out;
+  if (v->t == LV::T::kStr) return {v->s};
+  if (v->t != LV::T::kTable || !v->fields.empty()) {
+    error(where, path + ": expected a list of names like { \"w1\", \"w2\" }, got " + v->show());
+    return out;
+  }
+  for (size_t i = 0; i < v->items.size(); ++i) {
+    auto s = str(&v->items[i], where, path + "[" + std::to_string(i + 1) + "]");
+    if (s) out.push_back(*s);
+  }
+  return out;
+}
+
+Scenario Validator::scenario(const LV& t) {
+  Scenario s;
+  s.file = file_;
+  const std::string w = t.whereTag(file_ + ":1");
+  s.where = w;
+  onlyFields(t, w, "",
+             {"name", "description", "duration", "warmup", "seed", "worlds", "roles", "traffic",
+              "timeline", "nemesis", "expect"});
+  s.name = str(t.get("name"), w, "name").value_or("");
+  if (s.name.empty()) error(w, "name: every scenario needs a name");
+  s.description = str(t.get("description"), w, "description").value_or("");
+  s.duration = duration(t.get("duration"), w, "duration").value_or(Ms(5000));
+  s.warmup = duration(t.get("warmup"), w, "warmup")
+                 .value_or(Ms(std::min<long long>(1000, s.duration.count() / 4)));
+  if (s.duration < Ms(500) || s.duration > Ms(24LL * 3600 * 1000)) {
+    error(w, "duration: must be between 500ms and 24h");
+  }
+  if (opts_.duration) s.duration = *opts_.duration;
+  if (s.warmup >= s.duration) error(w, "warmup: must be shorter than the duration");
+  if (auto seed = num(t.get("seed"), w, "seed")) {
+    if (*seed < 0 || *seed != std::floor(*seed)) error(w, "seed: expected a whole number >= 0");
+    s.seed = static_cast<uint64_t>(*seed);
+  }
+  if (opts_.seed) s.seed = *opts_.seed;
+  worlds(t.get("worlds"), w, s);
+  roles(t.get("roles"), w, s);
+  sizes(s);
+  hostsAllOrNone(s);
+  traffic(t.get("traffic"), w, s);
+  timeline(t.get("timeline"), w, s);
+  nemesis(t.get("nemesis"), w, s);
+  expect(t.get("expect"), w, s);
+  return s;
+}
+
+void Validator::worlds(const LV* v, const std::string& w, Scenario& s) {
+  if (v == nullptr || v->t != LV::T::kTable || v->fields.empty()) {
+    error(w, "worlds: expected a table of worlds like { w1 = { backend = \"gloo\" } }");
+    return;
+  }
+  for (const auto& [name, spec] : v->fields) {
+    if (name.rfind("__", 0) == 0) continue;
+    const std::string path = "worlds." + name;
+    if (!validWorldName(name)) {
+      error(w, path + ": a world name is 1-128 characters of [A-Za-z0-9_.-]");
+    }
+    WorldSpec ws;
+    ws.name = name;
+    ws.where = w;
+    if (spec.t != LV::T::kTable) {
+      error(w, path + ": expected a table, got " + spec.show());
+      continue;
+    }
+    onlyFields(spec, w, path, {"backend", "heartbeat", "op_timeout", "rejoin", "start", "size"});
+    ws.backend = str(spec.get("backend"), w, path + ".backend").value_or("gloo");
+    if (ws.backend != "gloo" && ws.backend != "nccl") {
+      error(w, path + ".backend: expected \"gloo\" or \"nccl\", got \"" + ws.backend + "\"");
+    }
+    if (opts_.backend) ws.backend = *opts_.backend;
+    ws.heartbeat = duration(spec.get("heartbeat"), w, path + ".heartbeat").value_or(Ms(1000));
+    if (ws.heartbeat < Ms(50)) error(w, path + ".heartbeat: must be at least 50ms");
+    ws.op_timeout = duration(spec.get("op_timeout"), w, path + ".op_timeout").value_or(Ms(10000));
+    ws.rejoin = boolean(spec.get("rejoin"), w, path + ".rejoin").value_or(false);
+    ws.start = boolean(spec.get("start"), w, path + ".start").value_or(true);
+    if (auto n = num(spec.get("size"), w, path + ".size")) ws.size = static_cast<int>(*n);
+    s.worlds[name] = ws;
+  }
+}
+
+bool Validator::validWorldName(const std::string& n) {
+  if (n.empty() || n.size() > 128) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
+  if (v == nullptr || v->t != LV::T::kTable || v->fields.empty()) {
+    error(w, "roles: expected a table of roles like { leader = { worlds = { w1 = 0 } } }");
+    return;
+  }
+  for (const auto& [name, spec] : v->fields) {
+    if (name.rfind("__", 0) == 0) continue;
+    const std::string path = "roles." + name;
+    RoleSpec r;
+    r.name = name;
+    r.where = w;
+    if (spec.t != LV::T::kTable) {
+      error(w, path + ": expected a table, got " + spec.show());
+      continue;
+    }
+    onlyFields(spec, w, path, {"worlds", "device", "host"});
+    r.host = str(spec.get("host"), w, path + ".host").value_or("");
+    if (!r.host.empty() && !validWorldName(r.host)) {
+      error(w, path + ".host: a host name is 1-128 characters of [A-Za-z0-9_.-]");
+    }
+    r.device = str(spec.get("device"), w, path + ".device").value_or("auto");
+    if (r.device != "auto" && r.device != "cpu" && r.device != "gpu" &&
+        r.device.rfind("cuda:", 0) != 0) {
+      error(w, path + ".device: expected \"auto\", \"cpu\", \"gpu\" or \"cuda:N\", got \"" +
+                   r.device + "\"");
+    }
+    const LV* ws = spec.get("worlds");
+    if (ws == nullptr || ws->t != LV::T::kTable || ws->fields.empty()) {
+      error(w, path +
+                   ".worlds: expected the worlds this role joins with its rank, like "
+                   "{ w1 = 0 }");
+      continue;
+    }
+    for (const auto& [world, rank] : ws->fields) {
+      const std::string rp = path + ".worlds." + world;
+      if (!s.worlds.count(world)) {
+        error(w, rp + ": no world '" + world + "' in worlds");
+        continue;
+      }
+      if (rank.t != LV::T::kNum || rank.n < 0 || rank.n != std::floor(rank.n)) {
+        error(w, rp + ": expected a rank (a whole number >= 0), got " + rank.show());
+        continue;
+      }
+      r.ranks[world] = static_cast<int>(rank.n);
+    }
+    s.roles[name] = r;
+  }
+}
+
+void Validator::sizes(Scenario& s) {
+  for (auto& [name, ws] : s.worlds) {
+    std::map<int, std::vector<std::string>> byRank;
+    for (const auto& [role, r] : s.roles) {
+      auto it = r.ranks.find(name);
+      if (it != r.ranks.end()) byRank[it->second].push_back(role);
+    }
+    if (byRank.empty()) {
+      error(ws.where, "worlds." + name + ": world has no members (no role lists it)");
+      continue;
+    }
+    for (const auto& [rank, roles] : byRank) {
+      if (roles.size() > 1) {
+        error(ws.where, "worlds." + name + ": rank " + std::to_string(rank) +
+                            " is taken by more than one role (" + roles[0] + " and " + roles[1] +
+                            ")");
+      }
+    }
+    int n = static_cast<int>(byRank.size());
+    if (byRank.rbegin()->first != n - 1) {
+      error(ws.where, "worlds." + name + ": ranks must be 0.." + std::to_string(n - 1) +
+                          " (one role each), found rank " + std::to_string(byRank.rbegin()->first));
+    }
+    if (ws.size != 0 && ws.size != n) {
+      error(ws.where, "worlds." + name + ".size: " + std::to_string(ws.size) + " but " +
+                          std::to_string(n) + " roles are members");
+    }
+    ws.size = n;
+  }
+}
+
+void Validator::hostsAllOrNone(const Scenario& s) {
+  std::string with, without;
+  for (const auto& [name, r] : s.roles) (r.host.empty() ? without : with) = name;
+  if (!with.empty() && !without.empty()) {
+    error(s.roles.at(without).where, "roles." + without + ".host: role '" + with +
+                                         "' is placed on a host, so every role needs one");
+  }
+}
+
+void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
+  if (v == nullptr) return;
+  if (v->t != LV::T::kTable || !v->fields.empty()) {
+    error(w, "traffic: expected a list like { gather_to_leader { worlds = { \"w1\" } } }");
+    return;
+  }
+  for (size_t i = 0; i < v->items.size(); ++i) {
+    const LV& t = v->items[i];
+    const std::string path = "traffic[" + std::to_string(i + 1) + "]";
+    const std::string tw = t.whereTag(w);
+    TrafficSpec ts;
+    ts.pattern = t.kindTag();
+    ts.where = tw;
+    static const std::set<std::string> patterns = {"gather_to_leader", "ring_allreduce",
+                                                   "broadcast", "pipeline"};
+    if (t.t != LV::T::kTable || !patterns.count(ts.pattern)) {
+      error(tw, path +
+                    ": expected gather_to_leader{...}, ring_allreduce{...}, broadcast{...} "
+                    "or pipeline{...}");
+      continue;
+    }
+    onlyFields(t, tw, path, {"world", "worlds", "bytes", "dtype", "rate", "root"});
+    ts.worlds = strList(t.get("worlds"), tw, path + ".worlds");
+    if (auto one = str(t.get("world"), tw, path + ".world")) ts.worlds.push_back(*one);
+    if (ts.worlds.empty()) error(tw, path + ": name its world (world = \"w1\") or worlds");
+    for (const auto& wn : ts.worlds) {
+      if (!s.worlds.count(wn)) error(tw, path + ": no world '" + wn + "' in worlds");
+    }
+    if (const LV* b = t.get("bytes")) {
+      std::optional<uint64_t> n;
+      if (b->t == LV::T::kStr) n = parseBytes(b->s);
+      if (b->t == LV::T::kNum && b->n >= 1) n = static_cast<uint64_t>(b->n);
+      if (!n || *n == 0 || *n > (1ULL << 31)) {
+        error(tw,
+              path + ".bytes: expected a size from 1 byte to 2GiB like \"1MiB\", got " + b->show());
+      } else {
+        ts.bytes = *n;
+      }
+    }
+    ts.dtype = str(t.get("dtype"), tw, path + ".dtype").value_or("float32");
+    static const std::set<std::string> dtypes = {"float32", "float64",  "int32", "int64",
+                                                 "float16", "bfloat16", "uint8"};
+    if (!dtypes.count(ts.dtype)) error(tw, path + ".dtype: unknown dtype \"" + ts.dtype + "\"");
+    ts.rate = num(t.get("rate"), tw, path + ".rate").value_or(0);
+    if (ts.rate < 0) error(tw, path + ".rate: must be >= 0 (0: as fast as possible)");
+    ts.root = static_cast<int>(num(t.get("root"), tw, path + ".root").value_or(0));
+    if (ts.pattern == "pipeline") {
+      for (const auto& wn : ts.worlds) {
+        auto it = s.worlds.find(wn);
+        if (it != s.worlds.end() && it->second.size != 2) {
+          error(tw, path + ": pipeline world '" + wn +
+                        "' must have 2 members (stage i as rank 0, "
+                        "stage i+1 as rank 1)");
+        }
+      }
+    }
+    // One pattern per world: the worker runs each pattern on a thread of its own, and two
+    // patterns' operations would interleave in a different order at each member (a collective
+    // meeting another kind breaks the world; a gather facing an all_reduce stalls).
+    for (const auto& wn : ts.worlds) {
+      for (const auto& other : s.traffic) {
+        if (std::find(other.worlds.begin(), other.worlds.end(), wn) == other.worlds.end()) {
+          continue;
+        }
+        error(tw, path + ": world '" + wn + "' already carries " + other.pattern + " (" +
+                      other.where + "); a world carries one traffic pattern");
+      }
+    }
+    if (std::set<std::string>(ts.worlds.begin(), ts.worlds.end()).size() != ts.worlds.size()) {
+      error(tw, path + ".worlds: a world is named twice");
+    }
+    s.traffic.push_back(ts);
+  }
+}
+
+void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
+  ExpectSpec& e = s.expect;
+  e.where = refine(w, "expect: ");  // the line of "expect =", where its verdicts point
+  if (v == nullptr) return;
+  if (v->t != LV::T::kTable) {
+    error(w, "expect: expected a table");
+    return;
+  }
+  onlyFields(*v, w, "expect",
+             {"broken", "healthy", "detected_within", "throughput", "replacement_within", "no_hang",
+              "no_orphans", "check"});
+  for (const auto& name : strList(v->get("healthy"), w, "expect.healthy")) {
+    if (!s.worlds.count(name)) error(w, "expect.healthy: no world '" + name + "' in worlds");
+    e.healthy.insert(name);
+  }
+  if (const LV* b = v->get("broken")) {
+    e.has_broken = true;
+    for (const auto& name : strList(b, w, "expect.broken")) {
+      if (!s.worlds.count(name)) error(w, "expect.broken: no world '" + name + "' in worlds");
+      e.broken.insert(name);
+    }
+  }
+  if (const LV* d = v->get("detected_within")) {
+    if (d->t == LV::T::kTable) {
+      for (const auto& [world, dv] : d->fields) {
+        auto ms = duration(&dv, w, "expect.detected_within." + world);
+        if (!ms) continue;
+        if (world == "default") {
+          e.detected_within = ms;
+        } else if (!s.worlds.count(world)) {
+          error(w, "expect.detected_within." + world + ": no world '" + world + "' in worlds");
+        } else {
+          e.detected_within_world[world] = *ms;
+        }
+      }
+    } else {
+      e.detected_within = duration(d, w, "expect.detected_within");
+    }
+  }
+  if (const LV* t = v->get("throughput")) {
+    std::vector<const LV*> items;
+    if (t->t == LV::T::kTable && t->kindTag() == "throughput_kept") {
+      items.push_back(t);
+    } else if (t->t == LV::T::kTable && t->fields.empty()) {
+      for (const auto& it : t->items) items.push_back(&it);
+    } else {
+      error(w, "expect.throughput: expected { throughput_kept { world = \"w1\", ratio = 0.9 } }");
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      const LV& it = *items[i];
+      const std::string p = "expect.throughput[" + std::to_string(i + 1) + "]";
+      const std::string tw = it.whereTag(w);
+      if (it.t != LV::T::kTable) {
+        error(tw, p + ": expected throughput_kept { world = ..., ratio = ... }");
+        continue;
+      }
+      onlyFields(it, tw, p, {"world", "ratio", "window"});
+      ThroughputSpec ts;
+      ts.where = tw;
+      ts.world = str(it.get("world"), tw, p + ".world").value_or("");
+      if (!s.worlds.count(ts.world)) error(tw, p + ".world: no world '" + ts.world + "' in worlds");
+      ts.ratio = num(it.get("ratio"), tw, p + ".ratio").value_or(0.9);
+      if (!(ts.ratio > 0 && ts.ratio <= 10)) error(tw, p + ".ratio: must be in (0, 10]");
+      ts.window = str(it.get("window"), tw, p + ".window").value_or("after");
+      if (ts.window != "after" && ts.window != "during") {
+        error(tw, p + ".window: expected \"after\" (first fault to the end) or \"during\" "
+                      "(first fault to the last)");
+      }
+      bool has_traffic = std::any_of(s.traffic.begin(), s.traffic.end(), [&](const TrafficSpec& t) {
+        return std::find(t.worlds.begin(), t.worlds.end(), ts.world) != t.worlds.end();
+      });
+      if (s.worlds.count(ts.world) && !has_traffic) {
+        error(tw, p + ": world '" + ts.world + "' carries no traffic to measure");
+      }
+      e.throughput.push_back(ts);
+    }
+    if (s.timeline.empty() && !e.throughput.empty()) {
+      error(w,
+            "expect.throughput: compares before and after the first fault, but the timeline "
+            "has none");
+    }
+  }
+  e.replacement_within = duration(v->get("replacement_within"), w, "expect.replacement_within");
+  e.no_hang = boolean(v->get("no_hang"), w, "expect.no_hang").value_or(true);
+  e.no_orphans = boolean(v->get("no_orphans"), w, "expect.no_orphans").value_or(true);
+  if (const LV* c = v->get("check")) {
+    if (c->t != LV::T::kFunc) {
+      error(w, "expect.check: expected a function(run) returning ok, message");
+    } else {
+      e.has_check = true;
+      check_ref = c->func_ref;
+    }
+  }
+}
+
+}  // namespace mw::harness::loader

@@ -1,0 +1,307 @@
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "chaos/posix_faults.h"
+#include "harness/fault_names.h"
+#include "harness/nemesis.h"
+#include "harness/validator.h"
+
+namespace mw::harness {
+
+// A signal by name ("SIGKILL", "KILL") or number ("9"): any signal of this system. 0 if unknown.
+int signalNumber(const std::string& text, std::string* canonical) {
+  std::string name = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
+  char* end = nullptr;
+  long n = std::strtol(text.c_str(), &end, 10);
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = sigabbrev_np(s);
+    if (abbrev == nullptr) continue;
+    if ((*end == '\0' && !text.empty() && n == s) || name == abbrev) {
+      *canonical = std::string("SIG") + abbrev;
+      return s;
+    }
+  }
+  return 0;
+}
+
+namespace loader {
+
+void Validator::timeline(const LV* v, const std::string& w, Scenario& s) {
+  if (v == nullptr) return;
+  if (v->t != LV::T::kTable || !v->fields.empty()) {
+    error(w, "timeline: expected a list like { at(\"2s\", kill(\"b\")) }");
+    return;
+  }
+  for (size_t i = 0; i < v->items.size(); ++i) {
+    const LV& a = v->items[i];
+    const std::string path = "timeline[" + std::to_string(i + 1) + "]";
+    const std::string aw = a.whereTag(w);
+    if (a.t != LV::T::kTable || a.kindTag() != "at") {
+      error(aw, path + ": expected at(time, action)");
+      continue;
+    }
+    auto t = duration(a.get("time"), aw, path + " time");
+    const LV* act = a.get("action");
+    if (act == nullptr || act->t != LV::T::kTable || act->kindTag().empty() ||
+        act->kindTag() == "at") {
+      error(aw, path + ": at(time, action) needs an action such as kill(\"b\")");
+      continue;
+    }
+    ActionSpec as;
+    as.at = t.value_or(Ms(0));
+    as.kind = act->kindTag();
+    as.where = act->whereTag(aw);
+    if (t && *t > s.duration) {
+      error(aw, path + ": at " + std::to_string(t->count()) +
+                    " ms is past the end of the scenario (duration " +
+                    std::to_string(s.duration.count()) + " ms)");
+    }
+    if (as.network()) {
+      network(*act, aw, path, s, as);
+      s.timeline.push_back(as);
+      continue;
+    }
+    as.role = str(act->get("role"), aw, path + " role").value_or("");
+    if (!s.roles.count(as.role)) {
+      error(aw, path + ": " + as.kind + ": no role '" + as.role + "' in roles");
+    }
+    if (as.kind == "kill") {
+      std::string sig = "SIGKILL";
+      if (const LV* v = act->get("signal")) {
+        if (v->t == LV::T::kNum) {
+          sig = std::to_string(static_cast<long>(v->n));
+        } else {
+          sig = str(v, aw, path + " signal").value_or("SIGKILL");
+        }
+      }
+      as.signal = signalNumber(sig, &as.signal_name);
+      if (as.signal == 0) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
+    } else if (as.kind == "failpoint" || as.kind == "clear_failpoint") {
+      as.point = str(act->get("point"), aw, path + " point").value_or("");
+      if (as.point.empty()) error(aw, path + ": " + as.kind + " needs a point name");
+      if (chaos::isPosixPoint(as.point)) {
+        if (auto why = chaos::checkPosixPoint(as.point); !why.empty()) {
+          error(aw, path + ": " + why);
+        } else if (as.kind == "failpoint") {
+          posixMode(act->get("mode"), aw, path, as);
+        }
+      } else {
+        if (as.kind == "failpoint") failMode(act->get("mode"), aw, path, s, as);
+        expandBackend(s, as);
+      }
+    } else if (as.kind == "remove_world" || as.kind == "add_world") {
+      as.world = str(act->get("world"), aw, path + " world").value_or("");
+      auto r = s.roles.find(as.role);
+      if (r != s.roles.end() && !r->second.ranks.count(as.world)) {
+        error(aw, path + ": " + as.kind + ": role '" + as.role + "' is not a member of world '" +
+                      as.world + "'");
+      }
+    } else if (as.kind != "pause" && as.kind != "resume" && as.kind != "restart") {
+      error(aw, path + ": unknown action " + as.kind);
+    }
+    s.timeline.push_back(as);
+  }
+  std::stable_sort(s.timeline.begin(), s.timeline.end(),
+                   [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
+}
+
+void Validator::network(const LV& act, const std::string& aw, const std::string& path,
+                        const Scenario& s, ActionSpec& as) {
+  std::set<std::string> hosts;
+  for (const auto& h : s.hosts()) hosts.insert(h);
+  if (hosts.empty()) {
+    error(aw, path + ": " + as.kind +
+                  " needs simulated hosts: give each role a host, like "
+                  "roles = { a = { host = \"h1\", ... } }");
+    return;
+  }
+  auto knownHost = [&](const std::string& h, const std::string& p) {
+    if (!hosts.count(h))
+      error(aw, path + ": " + as.kind + ": no role is on host '" + h + "' (" + p + ")");
+  };
+  if (as.kind == "partition") {
+    onlyFields(act, aw, path + " partition", {"a", "b", "mode", "oneway"});
+    as.hosts_a = strList(act.get("a"), aw, path + " partition.a");
+    as.hosts_b = strList(act.get("b"), aw, path + " partition.b");
+    if (as.hosts_a.empty() || as.hosts_b.empty()) {
+      error(aw, path + ": partition { a = { hosts }, b = { hosts } } needs both sides");
+    }
+    for (const auto& h : as.hosts_a) knownHost(h, "partition.a");
+    for (const auto& h : as.hosts_b) knownHost(h, "partition.b");
+    std::string mode = str(act.get("mode"), aw, path + " partition.mode").value_or("silent");
+    if (mode != "silent" && mode != "loud") {
+      error(aw, path + ": partition.mode: expected \"silent\" (drop) or \"loud\" (reset), got \"" +
+                    mode + "\"");
+    }
+    as.loud = mode == "loud";
+    as.oneway = boolean(act.get("oneway"), aw, path + " partition.oneway").value_or(false);
+    return;
+  }
+  if (as.kind == "heal") return;
+  as.host = str(act.get("host"), aw, path + " host").value_or("");
+  knownHost(as.host, "host");
+  if (as.kind == "loss") {
+    auto p = num(act.get("p"), aw, path + " loss probability");
+    if (!p || !(*p > 0 && *p < 1)) {
+      error(aw, path + ": loss(host, p): p must be a probability in (0, 1), like 0.2");
+    }
+    as.loss = p.value_or(0);
+  } else if (as.kind == "bandwidth") {
+    as.rate = str(act.get("rate"), aw, path + " bandwidth rate").value_or("");
+    bool ok = !as.rate.empty() && std::isdigit(static_cast<unsigned char>(as.rate[0]));
+    if (!ok) error(aw, path + ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\"");
+  } else if (as.kind == "delay") {
+    as.delay_ms =
+        static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
+    as.jitter_ms =
+        static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
+    if (as.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+  }
+}
+
+void Validator::nemesis(const LV* v, const std::string& w, Scenario& s) {
+  if (v == nullptr) return;
+  if (v->t != LV::T::kTable) {
+    error(w,
+          "nemesis: expected a table like { faults = { \"partition\", \"pause\" }, gap = \"1s\" }");
+    return;
+  }
+  onlyFields(*v, w, "nemesis",
+             {"faults", "start", "stop", "gap", "hold", "roles", "hosts", "loss"});
+  NemesisSpec& n = s.nemesis;
+  n.enabled = true;
+  n.faults = strList(v->get("faults"), w, "nemesis.faults");
+  static const std::set<std::string> kinds = {"partition", "loss", "pause", "kill"};
+  for (const auto& f : n.faults) {
+    if (!kinds.count(f))
+      error(w, "nemesis.faults: unknown fault \"" + f + "\" (partition, loss, pause, kill)");
+  }
+  if (n.faults.empty())
+    error(w, "nemesis.faults: name at least one of partition, loss, pause, kill");
+  n.start = duration(v->get("start"), w, "nemesis.start").value_or(s.warmup);
+  n.stop = duration(v->get("stop"), w, "nemesis.stop").value_or(s.duration - Ms(1000));
+  n.gap = duration(v->get("gap"), w, "nemesis.gap").value_or(Ms(1000));
+  n.hold = duration(v->get("hold"), w, "nemesis.hold").value_or(Ms(300));
+  n.loss = num(v->get("loss"), w, "nemesis.loss").value_or(0.1);
+  n.roles = strList(v->get("roles"), w, "nemesis.roles");
+  n.hosts = strList(v->get("hosts"), w, "nemesis.hosts");
+  if (n.roles.empty()) {
+    for (const auto& [name, r] : s.roles) n.roles.push_back(name);
+  }
+  if (n.hosts.empty()) n.hosts = s.hosts();
+  for (const auto& r : n.roles) {
+    if (!s.roles.count(r)) error(w, "nemesis.roles: no role '" + r + "' in roles");
+  }
+  const bool net = std::any_of(n.faults.begin(), n.faults.end(), [](const std::string& f) {
+    return f == "partition" || f == "loss";
+  });
+  if (net && s.hosts().size() < 2) {
+    error(w, "nemesis.faults: partition and loss need roles on at least two simulated hosts");
+  }
+  if (n.stop > s.duration || n.start >= n.stop) {
+    error(w, "nemesis: start and stop must lie within the duration, start before stop");
+  }
+  if (n.gap < Ms(50) || n.hold < Ms(10)) error(w, "nemesis: gap must be >= 50ms and hold >= 10ms");
+  if (!errors.empty()) return;
+  for (auto& a : drawNemesis(n, s.seed, s.hosts(), w)) s.timeline.push_back(std::move(a));
+  std::stable_sort(s.timeline.begin(), s.timeline.end(),
+                   [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
+}
+
+void Validator::expandBackend(const Scenario& s, ActionSpec& as) {
+  std::string world = as.point.substr(as.point.rfind('/') + 1);
+  auto it = s.worlds.find(world);
+  if (it == s.worlds.end()) {
+    auto r = s.roles.find(as.role);
+    if (r != s.roles.end() && !r->second.ranks.empty())
+      it = s.worlds.find(r->second.ranks.begin()->first);
+  }
+  const std::string backend = it != s.worlds.end() ? it->second.backend : "gloo";
+  for (size_t p; (p = as.point.find("{backend}")) != std::string::npos;) {
+    as.point.replace(p, 9, backend);
+  }
+  // A point written for NCCL (mw/nccl/...) on a world that runs on Gloo.
+  if (backend == "gloo" && as.point.rfind("mw/nccl/", 0) == 0) {
+    as.point = "mw/gloo/" + as.point.substr(8);
+    if (!as.mode.nccl.empty()) {
+      for (const auto& n : kNcclResults) {
+        if (as.mode.nccl == n.name) as.mode.failnum = n.gloo_errno;
+      }
+      as.mode.failinfo = 0;
+    }
+  }
+}
+
+std::optional<int> Validator::errnoField(const LV& m, const std::string& aw,
+                                         const std::string& path, std::string* name) {
+  auto e = str(m.get("errno"), aw, path + " mode.errno");
+  if (!e) return std::nullopt;
+  *name = *e;
+  for (const auto& k : kErrnos) {
+    if (*e == k.name) return k.number;
+  }
+  error(aw, path + ": failpoint mode.errno: unknown errno \"" + *e + "\"");
+  return std::nullopt;
+}
+
+void Validator::probabilityAndOnce(const LV& m, const std::string& aw, const std::string& path,
+                                   FailMode& f) {
+  f.probability = num(m.get("probability"), aw, path + " mode.probability").value_or(1.0);
+  if (!(f.probability > 0 && f.probability <= 1)) {
+    error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
+  }
+  f.once = boolean(m.get("once"), aw, path + " mode.once").value_or(false);
+}
+
+void Validator::failMode(const LV* m, const std::string& aw, const std::string& path,
+                         const Scenario& s, ActionSpec& as) {
+  (void)s;
+  if (m == nullptr) return;
+  if (m->t != LV::T::kTable) {
+    error(aw, path + ": failpoint mode: expected a table like { errno = \"ECONNRESET\" }");
+    return;
+  }
+  onlyFields(*m, aw, path + " mode", {"errno", "nccl", "failnum", "async", "probability", "once"});
+  FailMode& f = as.mode;
+  if (auto e = errnoField(*m, aw, path, &f.errno_name)) f.failnum = *e;
+  if (auto n = str(m->get("nccl"), aw, path + " mode.nccl")) {
+    f.nccl = *n;
+    for (const auto& k : kNcclResults) {
+      if (*n == k.name) f.failnum = k.number;
+    }
+    if (f.failnum == 0)
+      error(aw, path + ": failpoint mode.nccl: unknown NCCL result \"" + *n + "\"");
+  }
+  if (auto n = num(m->get("failnum"), aw, path + " mode.failnum")) f.failnum = static_cast<int>(*n);
+  if (f.failnum == 0) f.failnum = EIO;
+  f.failinfo = boolean(m->get("async"), aw, path + " mode.async").value_or(false) ? 1 : 0;
+  probabilityAndOnce(*m, aw, path, f);
+}
+
+void Validator::posixMode(const LV* m, const std::string& aw, const std::string& path,
+                          ActionSpec& as) {
+  const std::string example = "{ errno = \"ECONNRESET\" }";
+  if (m == nullptr || m->t != LV::T::kTable) {
+    error(aw, path + ": POSIX failpoint " + as.point + " needs a mode like " + example +
+                  ": the errno its call fails with");
+    return;
+  }
+  onlyFields(*m, aw, path + " mode", {"errno", "probability", "once"});
+  FailMode& f = as.mode;
+  if (auto e = errnoField(*m, aw, path, &f.errno_name)) {
+    f.failinfo = static_cast<uintptr_t>(*e);
+  } else if (f.errno_name.empty()) {
+    error(aw, path + ": POSIX failpoint " + as.point + " needs mode.errno, as in " + example);
+  }
+  f.failnum = 1;  // the preload only asks whether the point fails; the errno is the failinfo
+  probabilityAndOnce(*m, aw, path, f);
+}
+
+}  // namespace loader
+}  // namespace mw::harness
