@@ -11,26 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "chaos/posix_points.h"
 #include "multiworld/status.h"
 
 namespace mw::chaos {
-
-struct PosixPoint {
-  const char* name;  // "posix/io/net/connect"
-  const char* what;  // who calls it in a worker
-};
-
-// The POSIX points a scenario may use, in the order the docs list them.
-const std::vector<PosixPoint>& posixPoints();
-
-// True when `name` is in libfiu's preload namespace ("posix/", "libc/" or "linux/"): the harness
-// must start the role with the preload library.
-bool isPosixPoint(const std::string& name);
-
-// Empty when `name` (a POSIX point) may be used; otherwise a sentence saying why not and which
-// points may. Points such as read/write are refused because the worker's control fifo and its
-// reports to the harness use them: failing them would cut the harness off from the worker.
-std::string checkPosixPoint(const std::string& name);
 
 // The LD_PRELOAD value a worker needs for POSIX faults: libfiu's preload library
 // ($MW_FIU_POSIX_PRELOAD, else the one found when this was built), preceded by the address

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/scenario.h"
+#include "harness/loader.h"
 
 namespace mw::harness {
 

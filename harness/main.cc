@@ -23,8 +23,8 @@
 
 #include "harness/cli.h"
 #include "harness/expectations.h"
+#include "harness/loader.h"
 #include "harness/orchestrator.h"
-#include "harness/scenario.h"
 #include "multiworld/multiworld.h"
 #include "reports/github.h"
 #include "reports/report.h"

@@ -1,8 +1,6 @@
 // Loading scenario files: Lua 5.4 runs the file in a sandbox; the table given to scenario{} is
 // converted to a generic value tree, then validated into the Scenario model with messages that
 // name the file, line and field.
-#include "harness/scenario.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -16,7 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "chaos/posix_faults.h"
+#include "chaos/posix_points.h"
+#include "harness/loader.h"
 #include "harness/lua_sandbox.h"
 #include "harness/validator.h"
 
@@ -284,6 +283,73 @@ LoadResult loadScenario(const std::string& path, const LoadOptions& options) {
   loaded.lua = std::move(lua);
   out.loaded = std::move(loaded);
   return out;
+}
+
+namespace {
+std::string posixList() {
+  std::string out;
+  for (const auto& p : chaos::posixPoints()) {
+    std::string name = p.name;
+    out +=
+        "    " + name + std::string(name.size() < 24 ? 24 - name.size() : 1, ' ') + p.what + "\n";
+  }
+  return out;
+}
+}  // namespace
+
+std::string describeApi() {
+  return R"(Scenario API (docs/scenarios.md has the whole reference)
+
+scenario { name, description, duration, warmup, seed, worlds, roles, traffic, timeline, expect }
+
+worlds   name = { backend = "gloo"|"nccl", heartbeat = "1s", op_timeout = "10s",
+                  rejoin = false, start = true, size = n }
+roles    name = { worlds = { world = rank, ... }, device = "auto"|"cpu"|"gpu"|"cuda:N" }
+
+traffic patterns
+  gather_to_leader { worlds = {...}, bytes = "1MiB", dtype = "float32", rate = 0 }
+                     rank 0 of each world receives from every other member (the MultiWorld demo)
+  ring_allreduce   { world = "w", bytes, dtype, rate }    every member all-reduces
+  broadcast        { world = "w", root = 0, bytes, dtype, rate }
+  pipeline         { worlds = { "s1", "s2", ... }, bytes, dtype, rate }
+                     each 2-member world is a link of a chain: rank 0 sends to rank 1
+
+roles may sit on simulated hosts: { host = "h1", worlds = ... } (network namespaces; root)
+
+helpers
+  local worlds, roles = star { workers = { "a", "b" } (or a count), leader = "leader",
+                               prefix = "w", hosts = false, world = { heartbeat = "500ms" },
+                               each = { w2 = { rejoin = true } } }
+                     a leader and one 2-member world per worker (w1, w2, ...; leader rank 0)
+
+faults (timeline = { at("2s", <fault>), ... })
+  kill(role [, signal])          any signal by name ("SIGTERM", "USR1") or number; default SIGKILL
+  pause(role)   resume(role)                          SIGSTOP / SIGCONT
+  restart(role)                                       kill it and start it again; it rejoins
+  failpoint(role, point, { errno = "ECONNRESET" | nccl = "ncclRemoteError" | failnum = n,
+                           async = false, probability = 1.0, once = false })
+  clear_failpoint(role, point)
+  remove_world(role, world)   add_world(role, world)
+  partition { a = { "h1" }, b = { "h2" }, mode = "silent"|"loud", oneway = false }
+  heal()   loss(host, 0.2)   bandwidth(host, "10mbit")   delay(host, "50ms" [, "10ms"])
+  failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
+              mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
+  POSIX failpoints (libfiu's preload; the whole process, errno pinned: { errno = "EPIPE" }):
+)" + posixList() +
+         R"(
+nemesis = { faults = { "partition", "loss", "pause", "kill" }, roles = {...}, hosts = {...},
+            gap = "2s", hold = "400ms" }   seeded random faults, each undone after hold
+            (mwchaos run --duration 10m turns any scenario into a soak)
+
+expectations (expect = { ... })
+  broken = { "w2" }                 exactly these worlds break, no other
+  healthy = { "w1" }                these worlds do not break (others not judged)
+  detected_within = "100ms"         or { w2 = "700ms", default = "100ms" }
+  throughput = { throughput_kept { world = "w1", ratio = 0.9, window = "after"|"during" } }
+  replacement_within = "3s"         a restarted member's world is healthy again within
+  no_hang = true, no_orphans = true
+  check = function(run) return ok, message end        a Lua hook over the run's data
+)";
 }
 
 }  // namespace mw::harness

@@ -5,13 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include "harness/lua_sandbox.h"
 
 namespace mw::harness {
 
@@ -139,46 +136,9 @@ struct Scenario {
   std::vector<std::string> worldsTouchedBy(const ActionSpec& a) const;
 };
 
-// Overrides from the command line.
-struct LoadOptions {
-  std::optional<uint64_t> seed;
-  // soak: run for this long (the nemesis draws faults until 1 s before the end)
-  std::optional<Ms> duration;
-  std::optional<std::string> backend;  // every world on this backend
-  LuaLimits lua;  // the time budget of each entry into scenario code, and its memory cap
-};
-
-// A loaded scenario, with its Lua state kept for hooks.
-class LoadedScenario {
- public:
-  LoadedScenario();
-  ~LoadedScenario();
-  LoadedScenario(LoadedScenario&&) noexcept;
-  LoadedScenario& operator=(LoadedScenario&&) noexcept;
-
-  Scenario scenario;
-  // Calls expect.check(run) with `run_json` (the report's run section, as a Lua table), under the
-  // time budget of one entry. Returns {ok, message}; ok=false with the Lua error (or the budget's)
-  // when the hook fails. REQUIRES: scenario.expect.has_check.
-  std::pair<bool, std::string> callCheck(const std::string& run_json) const;
-
-  struct Lua;
-  std::unique_ptr<Lua> lua;
-};
-
-// Loads and validates `path`. On failure returns the errors, each "file:line: message".
-struct LoadResult {
-  std::optional<LoadedScenario> loaded;
-  std::vector<std::string> errors;
-};
-LoadResult loadScenario(const std::string& path, const LoadOptions& options);
-
 // Parses "500ms", "1.5s", "2m", "250us" or a number of seconds. nullopt when malformed.
 std::optional<Ms> parseDuration(const std::string& text);
 // Parses "1MiB", "256KiB", "4KB", "1GiB" or a number of bytes. nullopt when malformed.
 std::optional<uint64_t> parseBytes(const std::string& text);
-
-// Every fault, traffic pattern and expectation of the scenario API, for `mwchaos list`.
-std::string describeApi();
 
 }  // namespace mw::harness

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "chaos/posix_faults.h"
+#include "chaos/posix_points.h"
 #include "harness/fault_names.h"
 #include "harness/nemesis.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/loader.h"
 #include "harness/lua_value.h"
-#include "harness/scenario.h"
 
 namespace mw::harness::loader {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/scenario.h"
+#include "harness/loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/mw_fuzz_scenario_" + std::to_string(::getpid()) + ".lua";

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness/run.h"
-#include "harness/scenario.h"
+#include "harness/loader.h"
 
 namespace mw::harness::testing {
 
