@@ -28,7 +28,8 @@ scenario {
   expect = {
     broken = { "side" },
     detected_within = "100ms",
-    throughput = { throughput_kept { world = "bcast", ratio = 0.9 } },
+    -- 0.8: beside two CPU hogs this survivor kept 0.88-1.12 of its rate (bench/throughput_verdicts.sh).
+    throughput = { throughput_kept { world = "bcast", ratio = 0.8 } },
     check = function(run)
       -- both members joined side's second generation after the add, and it carried data again
       local joined = {}

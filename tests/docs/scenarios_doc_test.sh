@@ -13,7 +13,7 @@ awk -v dir="$work" '/^```lua/{n++; f=1; next} f&&/^```/{f=0; next} f{print > (di
 count=$(ls "$work"/example*.lua 2>/dev/null | wc -l)
 [ "$count" -ge 1 ] || { echo "no lua examples found in docs/scenarios.md"; exit 1; }
 "$mwchaos" validate "$work"/example*.lua
-for code in 0 1 2 3; do
+for code in 0 1 2 3 4; do
   "$mwchaos" --help | grep -q "^  $code  " || { echo "--help does not explain exit code $code"; exit 1; }
   grep -q "^| $code |" "$src/docs/scenarios.md" || { echo "docs/scenarios.md does not explain exit code $code"; exit 1; }
 done

@@ -1,0 +1,191 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <variant>
+
+#include "chaos/cpu_meter.h"
+#include "chaos/fifo_control.h"
+#include "chaos/netsim.h"
+#include "chaos/ports.h"
+#include "chaos/posix_faults.h"
+#include "chaos/process.h"
+#include "chaos/worker_lines.h"
+#include "harness/orchestrator_run.h"
+#include "multiworld/status.h"
+#include "multiworld/store.h"
+
+namespace mw::harness::orch {
+
+void Run::readAll(Worker& w) {
+  if (!w.proc) return;
+  std::string got;
+  if (!w.out_eof && !w.proc->readStdout(&got)) w.out_eof = true;
+  w.out_buf += got;
+  size_t nl;
+  while ((nl = w.out_buf.find('\n')) != std::string::npos) {
+    std::string line = w.out_buf.substr(0, nl);
+    w.out_buf.erase(0, nl + 1);
+    handleLine(w, line);
+  }
+  std::string err;
+  if (!w.err_eof && !w.proc->readStderr(&err)) w.err_eof = true;
+  if (!err.empty()) {
+    if (o_.verbosity >= 2) std::fprintf(stderr, "[%s stderr] %s", w.role.c_str(), err.c_str());
+    w.err_tail += err;
+    if (w.err_tail.size() > kStderrTail) w.err_tail.erase(0, w.err_tail.size() - kStderrTail);
+  }
+}
+
+void Run::handleLine(Worker& w, const std::string& line) {
+  if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
+  auto parsed = chaos::lines::parse(line);
+  if (!parsed.ok()) {
+    res_.record.harness_errors.push_back("role '" + w.role + "' wrote a line that is not " +
+                                         "the worker protocol (" + parsed.status().message() +
+                                         "): '" + line.substr(0, 200) + "'");
+    return;
+  }
+  std::visit([&](auto& l) { take(w, l); }, *parsed);
+}
+
+void Run::take(Worker& w, const chaos::lines::Metrics& l) {
+  WindowRec r;
+  r.t = rel(l.t_ns);
+  r.generation = l.generation;
+  r.bytes = static_cast<double>(l.bytes);
+  r.ops = static_cast<double>(l.ops);
+  r.lat_sum_ns = static_cast<double>(l.lat_sum_ns);
+  r.lat_max_ns = static_cast<double>(l.lat_max_ns);
+  res_.record.windows[l.world][w.role].push_back(r);
+  last_bytes_[l.world + "/" + w.role] = r.bytes;
+}
+
+void Run::take(Worker& w, const chaos::lines::Cpu& l) {
+  res_.record.cpu[w.role].push_back(
+      {rel(l.t_ns), static_cast<double>(l.cpu_ns) / 1e9, static_cast<double>(l.wait_ns) / 1e9});
+}
+
+void Run::take(Worker& w, const chaos::lines::Event& l) {
+  EventRec e;
+  e.t = rel(l.t_ns);
+  e.role = w.role;
+  e.world = l.world;
+  e.kind = l.kind;
+  e.generation = l.generation;
+  e.cause = l.cause;
+  e.peer = l.peer;
+  e.detail = l.detail;
+  res_.record.events.push_back(e);
+  state_[e.world + "/" + w.role] = e.kind;
+}
+
+void Run::take(Worker& w, const chaos::lines::JoinFail& l) {
+  EventRec e;
+  e.t = rel(l.t_ns);
+  e.role = w.role;
+  e.world = l.world;
+  e.kind = "join_failed";
+  e.detail = l.status;
+  res_.record.events.push_back(e);
+}
+
+void Run::take(Worker& w, const chaos::lines::Fifo& l) {
+  if (l.path.empty()) {
+    w.fifo_unavailable = true;
+    return;
+  }
+  auto c = chaos::FifoControl::open(l.path, deadlineIn(kFifoLimit));
+  if (!c.ok()) {
+    res_.record.harness_errors.push_back("role '" + w.role + "': " + c.status().message());
+  } else {
+    w.fifo = std::move(*c);
+  }
+  removeFifoDir(w);
+}
+
+void Run::take(Worker& w, const chaos::lines::Error& l) {
+  if (l.message.rfind("unavailable", 0) == 0 && !w.ready) {
+    fail(RunOutcome::kUnavailable, "role '" + w.role + "': " + l.message);
+  } else {
+    res_.record.harness_errors.push_back("role '" + w.role + "': " + l.message);
+  }
+}
+
+void Run::pump(int ms) {
+  std::vector<pollfd> fds;
+  for (auto& [role, w] : workers_) {
+    if (!w.proc) continue;
+    if (!w.out_eof) fds.push_back({w.proc->stdoutFd(), POLLIN, 0});
+    if (!w.err_eof) fds.push_back({w.proc->stderrFd(), POLLIN, 0});
+  }
+  if (!fds.empty())
+    ::poll(fds.data(), fds.size(), ms);
+  else
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  for (auto& [role, w] : workers_) readAll(w);
+}
+
+std::string Run::lastLines(const std::string& s) {
+  std::string t = s.size() > 600 ? s.substr(s.size() - 600) : s;
+  for (char& c : t) {
+    if (c == '\n') c = ' ';
+  }
+  return t.empty() ? "(no output)" : t;
+}
+
+void Run::progress(bool final_line) {
+  if (o_.verbosity < 1) return;
+  const double t = rel(nowNs());
+  int healthy = 0, broken = 0;
+  double rate = 0;
+  for (const auto& [name, ws] : s_.worlds) {
+    bool any_broken = false;
+    for (const auto& role : s_.membersOf(name)) {
+      auto it = state_.find(name + "/" + role);
+      if (it != state_.end() && it->second == "broken") any_broken = true;
+    }
+    any_broken ? ++broken : ++healthy;
+    auto members = s_.membersOf(name);
+    if (!members.empty()) {
+      auto it = last_bytes_.find(name + "/" + members[0]);
+      if (it != last_bytes_.end()) rate += it->second * 10;  // 100 ms windows
+    }
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line), "[%5.1f/%.1fs] %s: worlds healthy %d, broken %d | %.2f GB/s",
+                std::min(t, res_.record.duration), res_.record.duration, s_.name.c_str(), healthy,
+                broken, rate / 1e9);
+  if (o_.tty) {
+    std::fprintf(stderr, "\r\033[K%s%s", line, final_line ? "\n" : "");
+  } else {
+    std::fprintf(stderr, "%s\n", line);
+  }
+  std::fflush(stderr);
+}
+
+void Run::sampleMachine() {
+  const long long now = nowNs();
+  if (now < next_machine_ns_) return;
+  next_machine_ns_ = now + 100000000LL;
+  const double busy = chaos::machineBusySeconds();
+  if (busy < 0) return;
+  if (machine_base_ < 0) machine_base_ = busy;
+  res_.record.machine.push_back({rel(now), busy - machine_base_});
+}
+
+}  // namespace mw::harness::orch

@@ -1,0 +1,152 @@
+// The orchestrator's run of one scenario (internal to the harness): the Run class, declared here
+// and defined in three files: orchestrator.cc (preparing, starting and joining the workers, playing
+// the timeline, stopping and cleaning up), orchestrator_io.cc (the workers' pipes and lines,
+// progress, the machine's CPU samples) and orchestrator_faults.cc (delivering each fault).
+#pragma once
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chaos/fifo_control.h"
+#include "chaos/netsim.h"
+#include "chaos/process.h"
+#include "chaos/worker_lines.h"
+#include "harness/orchestrator.h"
+#include "multiworld/status.h"
+
+namespace mw::harness::orch {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+inline constexpr auto kStartupLimit = 60s;  // every worker joined
+inline constexpr auto kStopGrace = 5s;      // a worker told to stop has exited
+inline constexpr auto kFifoLimit = 5s;      // a worker's failpoint fifo answers
+inline constexpr auto kCommandLimit = 1s;   // one failpoint command answered
+inline constexpr size_t kStderrTail = 4000;
+
+inline long long nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+inline double cpuSeconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Worker {
+  std::string role;
+  std::unique_ptr<chaos::Process> proc;
+  chaos::FifoControl fifo;
+  std::string fifo_dir;
+  std::string out_buf;
+  std::string err_tail;
+  bool ready = false;
+  bool fifo_wanted = false;
+  bool fifo_unavailable = false;
+  bool killed_by_scenario = false;
+  bool stopped = false;                   // told to stop at the end
+  bool out_eof = false, err_eof = false;  // pipes closed: no longer polled
+  int starts = 0;
+};
+
+class Run {
+ public:
+  Run(const Scenario& s, const RunOptions& o) : s_(s), o_(o) {}
+
+  RunResult go();
+
+ private:
+  void fail(RunOutcome o, const std::string& why);
+
+  bool interrupted() const { return o_.interrupted != nullptr && o_.interrupted->load(); }
+
+  void prepare();
+
+  std::vector<std::string> touched(const ActionSpec& a) const;
+
+  json config(const std::string& role, const std::string& fifo_prefix) const;
+
+  bool start(const std::string& role);
+
+  void startAll();
+
+  double rel(long long t_ns) const { return static_cast<double>(t_ns - t0_ns_) / 1e9; }
+
+  void finishWorker(Worker& w);
+
+  void removeFifoDir(Worker& w);
+
+  void readAll(Worker& w);
+
+  // A line the worker wrote that cannot be read is an error in the report, never a crash.
+  void handleLine(Worker& w, const std::string& line);
+
+  void take(Worker& w, const chaos::lines::Metrics& l);
+  void take(Worker& w, const chaos::lines::Cpu& l);
+  void take(Worker& w, const chaos::lines::Event& l);
+  // A join that failed (the worker tries again): an event of its own, with the error.
+  void take(Worker& w, const chaos::lines::JoinFail& l);
+  void take(Worker& w, const chaos::lines::Ready&) { w.ready = true; }
+  void take(Worker& w, const chaos::lines::Fifo& l);
+  void take(Worker& w, const chaos::lines::Error& l);
+
+  // Polls every worker's pipes for up to `ms`.
+  void pump(int ms);
+
+  void waitReady();
+
+  static std::string lastLines(const std::string& s);
+
+  void act(size_t i);
+
+  // No netem: delay every operation of the host's roles through the runtime's delay failpoint
+  // (mw/<backend>/delay/<world>), which models latency per operation rather than per packet.
+  Status delayByFailpoint(const ActionSpec& a, FaultRec& f, const Status& netem);
+
+  void clearDelays();
+
+  void progress(bool final_line);
+
+  // Samples the machine's busy CPU time every 100 ms or so (throughput verdicts tell load from
+  // outside the scenario by it).
+  void sampleMachine();
+
+  void play();
+
+  void stopAll();
+
+  void cleanup();
+
+  const Scenario& s_;
+  const RunOptions& o_;
+  RunResult res_;
+  long long t0_ns_ = 0;
+  long long next_machine_ns_ = 0;
+  double machine_base_ = -1;
+  std::map<std::string, uint16_t> ports_;
+  std::map<std::string, std::string> devices_;
+  std::set<std::string> fifo_roles_;
+  std::set<std::string> posix_roles_;  // started with libfiu's POSIX preload
+  std::string token_env_;              // "MW_CHAOS_STORE_TOKEN=<this run's token>"
+  std::string posix_env_;              // "LD_PRELOAD=..." for them
+  std::map<std::string, Worker> workers_;
+  std::unique_ptr<chaos::SimNet> net_;  // simulated hosts, when the scenario places roles on them
+  std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
+  std::map<std::string, std::string> state_;                 // world/role -> last event kind
+  std::map<std::string, double> last_bytes_;                 // world/role -> last window's bytes
+  std::set<std::string> hung_;
+};
+
+}  // namespace mw::harness::orch
