@@ -18,6 +18,9 @@ template <class... F>
 struct Overload : F... {
   using F::operator()...;
 };
+// clang 14 has no class template argument deduction for aggregates: say it.
+template <class... F>
+Overload(F...) -> Overload<F...>;
 
 // The words of `line`, at most `max` of them: the last one holds the rest of the line.
 std::vector<std::string_view> words(std::string_view line, size_t max) {
