@@ -4,7 +4,7 @@
 // Commands on stdin, one per line: "stop" (also SIGTERM, SIGINT or end of input), "remove <world>",
 // "add <world>" (joins a world of its configuration that is not joined).
 //
-// Usage: mw_worker --config '<json>' (see harness/orchestrator.cc, which writes it).
+// Usage: mw_worker --config '<json>' (chaos/worker_config.h: harness/orchestrator.cc writes it).
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,13 +14,13 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
+#include "chaos/worker_config.h"
 #include "chaos/worker_lines.h"
 #include "multiworld/multiworld.h"
 
@@ -30,7 +30,7 @@
 
 namespace {
 
-using json = nlohmann::json;
+using Pattern = mw::chaos::TrafficPattern;
 using namespace std::chrono_literals;
 
 std::mutex out_mu;
@@ -91,15 +91,6 @@ struct WorldConf {
   bool start = true;
 };
 
-struct TrafficConf {
-  std::string world;
-  std::string pattern;  // gather, allreduce, broadcast, pipeline
-  size_t bytes = 0;
-  mw::DType dtype = mw::DType::kFloat32;
-  double rate = 0;  // operations per second; 0: as fast as possible
-  int root = 0;
-};
-
 // Per-world counters of the current window, swapped out by the reporter.
 struct Window {
   std::mutex mu;
@@ -115,46 +106,29 @@ struct Window {
 
 class Worker {
  public:
-  explicit Worker(const json& conf) {
-    role_ = conf.at("role").get<std::string>();
-    seed_ = conf.value("seed", 0u);
-    window_ = std::chrono::milliseconds(conf.value("window_ms", 100));
-    fifo_prefix_ = conf.value("fifo_prefix", std::string());
-    for (const auto& w : conf.at("worlds")) {
+  explicit Worker(const mw::chaos::WorkerConfig& conf) : traffic_(conf.traffic) {
+    role_ = conf.role;
+    seed_ = conf.seed;
+    window_ = conf.window;
+    fifo_prefix_ = conf.fifo_prefix;
+    for (const auto& w : conf.worlds) {
       WorldConf c;
       auto& o = c.options;
-      o.name = w.at("name").get<std::string>();
-      o.rank = w.at("rank").get<int>();
-      o.size = w.at("size").get<int>();
-      o.store.host = w.value("host", std::string("127.0.0.1"));
-      o.store.port = w.at("port").get<uint16_t>();
+      o.name = w.name;
+      o.rank = w.rank;
+      o.size = w.size;
+      o.store.host = w.host;
+      o.store.port = w.port;
       if (const char* token = std::getenv(mw::chaos::kTokenVariable)) o.token = token;
-      auto backend = mw::parseBackend(w.value("backend", std::string("gloo")));
-      if (!backend.ok()) fatal(backend.status().message());
-      o.backend = *backend;
-      auto device = mw::parseDevice(w.value("device", std::string("cpu")));
-      if (!device.ok()) fatal(device.status().message());
-      o.device = *device;
-      o.heartbeat_timeout = std::chrono::milliseconds(w.value("heartbeat_ms", 1000));
-      o.op_timeout = std::chrono::milliseconds(w.value("op_timeout_ms", 10000));
-      c.rejoin = w.value("rejoin", false);
-      c.start = w.value("start", true);
+      o.backend = w.backend;
+      o.device = w.device;
+      o.heartbeat_timeout = w.heartbeat;
+      o.op_timeout = w.op_timeout;
+      c.rejoin = w.rejoin;
+      c.start = w.start;
       worlds_[o.name] = c;
       windows_[o.name] = std::make_unique<Window>();
       removed_[o.name] = false;  // every key exists before the threads start
-    }
-    for (const auto& t : conf.value("traffic", json::array())) {
-      TrafficConf c;
-      c.world = t.at("world").get<std::string>();
-      c.pattern = t.at("pattern").get<std::string>();
-      c.bytes = t.at("bytes").get<size_t>();
-      auto dt = mw::parseDType(t.value("dtype", std::string("float32")));
-      if (!dt.ok()) fatal(dt.status().message());
-      c.dtype = *dt;
-      c.rate = t.value("rate", 0.0);
-      c.root = t.value("root", 0);
-      if (!worlds_.count(c.world)) fatal("traffic names world '" + c.world + "' not joined");
-      traffic_.push_back(c);
     }
   }
 
@@ -276,9 +250,9 @@ class Worker {
     while (!stopping.load()) {
       auto e = events_->next(mw::deadlineIn(50ms));
       if (!e) continue;
-      lines::Event l{nowNs(e->at), e->world, mw::eventKindName(e->kind), e->generation, "", -1, ""};
+      lines::Event l{nowNs(e->at), e->world, e->kind, e->generation, mw::Cause::kNone, -1, ""};
       if (e->broken) {
-        l.cause = mw::causeName(e->broken->cause);
+        l.cause = e->broken->cause;
         l.peer = e->broken->peer_rank;
         l.detail = e->broken->detail;
       }
@@ -318,7 +292,7 @@ class Worker {
     }
   }
 
-  void trafficLoop(const TrafficConf& t) {
+  void trafficLoop(const mw::chaos::WorkerTraffic& t) {
     const WorldConf& wc = worlds_.at(t.world);
     const int rank = wc.options.rank, size = wc.options.size;
     const size_t elem = mw::dtypeSize(t.dtype);
@@ -339,11 +313,11 @@ class Worker {
       auto t0 = mw::Clock::now();
       mw::Status s;
       long long moved = static_cast<long long>(tensor.bytes());
-      if (t.pattern == "gather" || t.pattern == "pipeline") {
-        if (rank == 0 && t.pattern == "gather") {
+      if (t.pattern == Pattern::kGatherToLeader || t.pattern == Pattern::kPipeline) {
+        if (rank == 0 && t.pattern == Pattern::kGatherToLeader) {
           for (int src = 1; src < size && s.ok(); ++src) s = comm_.recv(t.world, tensor, src);
           moved *= size - 1;
-        } else if (t.pattern == "gather") {
+        } else if (t.pattern == Pattern::kGatherToLeader) {
           s = comm_.send(t.world, tensor, 0);
         } else if (rank == 0) {
           s = comm_.send(t.world, tensor, 1);
@@ -353,12 +327,10 @@ class Worker {
           std::this_thread::sleep_for(50ms);
           continue;
         }
-      } else if (t.pattern == "allreduce") {
+      } else if (t.pattern == Pattern::kRingAllreduce) {
         s = comm_.allReduce(t.world, tensor).wait();
-      } else if (t.pattern == "broadcast") {
+      } else {  // broadcast
         s = comm_.broadcast(t.world, tensor, t.root).wait();
-      } else {
-        fatal("unknown traffic pattern '" + t.pattern + "'");
       }
       if (s.ok()) {
         win.add(
@@ -381,7 +353,7 @@ class Worker {
   std::map<std::string, WorldConf> worlds_;
   std::map<std::string, std::unique_ptr<Window>> windows_;
   std::map<std::string, std::atomic<bool>> removed_;
-  std::vector<TrafficConf> traffic_;
+  std::vector<mw::chaos::WorkerTraffic> traffic_;
   mw::WorldManager manager_;
   mw::Communicator comm_{manager_};
   std::shared_ptr<mw::Subscription> events_;
@@ -406,14 +378,10 @@ int main(int argc, char** argv) {
   sa.sa_handler = onSignal;
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  json conf;
-  try {
-    conf = json::parse(argv[2]);
-    Worker w(conf);
-    int rc = w.run();
-    std::fflush(stdout);
-    std::_Exit(rc);
-  } catch (const std::exception& e) {
-    fatal(std::string("bad configuration: ") + e.what());
-  }
+  auto conf = mw::chaos::parseWorkerConfig(argv[2]);
+  if (!conf.ok()) fatal("bad configuration: " + conf.status().message());
+  Worker w(*conf);
+  int rc = w.run();
+  std::fflush(stdout);
+  std::_Exit(rc);
 }

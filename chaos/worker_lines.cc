@@ -1,7 +1,10 @@
 #include "chaos/worker_lines.h"
 
 #include <charconv>
+#include <optional>
 #include <vector>
+
+#include "chaos/overload.h"
 
 namespace mw::chaos::lines {
 
@@ -13,14 +16,6 @@ std::string oneLine(std::string s) {
   }
   return s;
 }
-
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-// clang 14 has no class template argument deduction for aggregates: say it.
-template <class... F>
-Overload(F...) -> Overload<F...>;
 
 // The words of `line`, at most `max` of them: the last one holds the rest of the line.
 std::vector<std::string_view> words(std::string_view line, size_t max) {
@@ -78,6 +73,13 @@ class Fields {
   std::string error_;
 };
 
+std::optional<WorldEvent::Kind> parseEventKind(std::string_view name) {
+  for (auto k : {WorldEvent::Kind::kCreated, WorldEvent::Kind::kBroken, WorldEvent::Kind::kRemoved}) {
+    if (name == eventKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string format(const Line& line) {
@@ -87,9 +89,10 @@ std::string format(const Line& line) {
           [](const Fifo& l) { return "fifo " + (l.path.empty() ? std::string("-") : l.path); },
           [&](const Ready& l) { return "ready " + n(l.t_ns); },
           [&](const Event& l) {
-            return "event " + n(l.t_ns) + " " + l.world + " " + l.kind + " " + n(l.generation) +
-                   " " + (l.cause.empty() ? std::string("-") : l.cause) + " " + n(l.peer) + " " +
-                   oneLine(l.detail);
+            return "event " + n(l.t_ns) + " " + l.world + " " + eventKindName(l.kind) + " " +
+                   n(l.generation) + " " +
+                   (l.cause == Cause::kNone ? std::string("-") : causeName(l.cause)) + " " +
+                   n(l.peer) + " " + oneLine(l.detail);
           },
           [&](const Metrics& l) {
             return "metrics " + n(l.t_ns) + " " + l.world + " " + n(l.generation) + " " +
@@ -124,13 +127,23 @@ Result<Line> parse(std::string_view line) {
     Event e;
     e.t_ns = f.number<int64_t>("time");
     e.world = f.word("world");
-    e.kind = f.word("kind");
+    const std::string kind_word = f.word("kind");
     e.generation = f.number<uint64_t>("generation");
-    e.cause = f.word("cause");
-    if (e.cause == "-") e.cause.clear();
+    const std::string cause_word = f.word("cause");
     e.peer = f.number<int>("peer");
     e.detail = f.rest();
     if (!f.ok()) return f.status();
+    auto k = parseEventKind(kind_word);
+    if (!k) {
+      return Status(Code::kInvalidArgument,
+                    "worker line 'event': unknown kind '" + std::string(kind_word) + "'");
+    }
+    e.kind = *k;
+    if (cause_word != "-") {
+      auto c = parseCause(cause_word);
+      if (!c.ok()) return Status(Code::kInvalidArgument, "worker line 'event': " + c.status().message());
+      e.cause = *c;
+    }
     return Line(std::move(e));
   }
   if (kind == "metrics") {

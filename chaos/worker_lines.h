@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "multiworld/status.h"
+#include "multiworld/world_manager.h"
 
 namespace mw::chaos::lines {
 
@@ -36,9 +37,9 @@ struct Ready {
 struct Event {
   int64_t t_ns = 0;
   std::string world;
-  std::string kind;  // created | broken | removed (mw::eventKindName)
+  WorldEvent::Kind kind = WorldEvent::Kind::kCreated;  // written as mw::eventKindName
   uint64_t generation = 0;
-  std::string cause;  // "" when none (written "-")
+  Cause cause = Cause::kNone;  // written as mw::causeName, "-" for none
   int peer = -1;
   std::string detail;
 };
@@ -69,7 +70,8 @@ using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error>;
 std::string format(const Line& l);
 
 // Parses one line (without its newline). kInvalidArgument, naming the line's kind and the field,
-// when it is not the protocol: an unknown kind, a missing field, a number that is not one.
+// when it is not the protocol: an unknown kind, a missing field, a number that is not one, an
+// event kind or cause the runtime does not have.
 Result<Line> parse(std::string_view line);
 
 }  // namespace mw::chaos::lines

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "chaos/enum_names.h"
+
 namespace mw::harness {
 
 namespace {
@@ -25,7 +27,7 @@ const EventRec* firstBroken(const RunRecord& r, const std::string& world, const 
                             double after) {
   const EventRec* best = nullptr;
   for (const auto& e : r.events) {
-    if (e.world != world || e.kind != "broken" || !inRun(r, e.t) || e.t < after) continue;
+    if (e.world != world || e.kind != EventKind::kBroken || !inRun(r, e.t) || e.t < after) continue;
     if (!role.empty() && e.role != role) continue;
     if (best == nullptr || e.t < best->t) best = &e;
   }
@@ -41,14 +43,14 @@ Verdict staysHealthy(const std::string& name, const EventRec* first_break,
   v.name = "world " + name + " stays healthy";
   v.threshold = "healthy";
   if (first_break == nullptr) {
-    v.status = "pass";
+    v.status = VerdictStatus::kPass;
     v.measured = "healthy";
     v.message = "no member reported world " + name + " broken";
   } else {
-    v.status = "fail";
+    v.status = VerdictStatus::kFail;
     v.measured = "broken at " + fmt("%.3f s", first_break->t);
     v.message = "world " + name + " broke at " + fmt("%.3f s", first_break->t) + " (" +
-                first_break->cause + " seen by " + first_break->role + ": " + first_break->detail +
+                causeName(first_break->cause) + " seen by " + first_break->role + ": " + first_break->detail +
                 ") but was expected to stay healthy";
   }
   return v;
@@ -56,10 +58,59 @@ Verdict staysHealthy(const std::string& name, const EventRec* first_break,
 
 }  // namespace
 
+namespace {
+constexpr const char* kEventNames[] = {"created", "broken", "removed", "join_failed"};
+}  // namespace
+
+const char* eventKindText(EventKind k) { return enumName(kEventNames, k); }
+
+std::optional<EventKind> parseEventKindText(std::string_view name) {
+  return enumFromName<EventKind>(kEventNames, name);
+}
+
+EventKind eventKindOf(WorldEvent::Kind k) {
+  static_assert(static_cast<int>(WorldEvent::Kind::kCreated) == 0 &&
+                static_cast<int>(WorldEvent::Kind::kBroken) == 1 &&
+                static_cast<int>(WorldEvent::Kind::kRemoved) == 2);
+  return static_cast<EventKind>(k);  // the first three kinds, in the runtime's order
+}
+
+std::string FaultRec::outcomeText() const {
+  switch (outcome) {
+    case FaultOutcome::kPending:
+      return "pending";
+    case FaultOutcome::kOk:
+      return "ok";
+    case FaultOutcome::kError:
+      return "error: " + why;
+    case FaultOutcome::kSkipped:
+      return "skipped: " + why;
+  }
+  return "pending";
+}
+
+bool FaultRec::setOutcome(const std::string& text) {
+  why.clear();
+  if (text == "pending" || text == "ok") {
+    outcome = text == "ok" ? FaultOutcome::kOk : FaultOutcome::kPending;
+    return true;
+  }
+  for (auto [prefix, o] : {std::pair{"error: ", FaultOutcome::kError},
+                           std::pair{"skipped: ", FaultOutcome::kSkipped}}) {
+    const std::string p = prefix;
+    if (text.rfind(p, 0) == 0) {
+      outcome = o;
+      why = text.substr(p.size());
+      return true;
+    }
+  }
+  return false;
+}
+
 double firstFault(const RunRecord& r) {
   double t = -1;
   for (const auto& f : r.faults) {
-    if (f.sent >= 0 && f.outcome == "ok" && (t < 0 || f.sent < t)) t = f.sent;
+    if (f.delivered() && (t < 0 || f.sent < t)) t = f.sent;
   }
   return t;
 }
@@ -70,22 +121,22 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
 
   // Faults that could not be delivered make the run inconclusive.
   for (const auto& f : r.faults) {
-    if (f.outcome.rfind("error", 0) == 0) {
+    if (f.outcome == FaultOutcome::kError) {
       out.push_back({"fault delivered: " + f.action,
                      "",
-                     "error",
+                     VerdictStatus::kError,
                      "",
                      "",
-                     "at " + fmt("%.2f s", f.planned) + ": " + f.outcome,
+                     "at " + fmt("%.2f s", f.planned) + ": " + f.outcomeText(),
                      f.where,
                      {}});
-    } else if (f.outcome.rfind("skipped", 0) == 0) {
+    } else if (f.outcome == FaultOutcome::kSkipped) {
       out.push_back(
-          {"fault delivered: " + f.action, "", "skipped", "", "", f.outcome, f.where, {}});
+          {"fault delivered: " + f.action, "", VerdictStatus::kSkipped, "", "", f.outcomeText(), f.where, {}});
     }
   }
   for (const auto& h : r.harness_errors) {
-    out.push_back({"the harness ran the scenario", "", "error", "", "", h, s.where, {}});
+    out.push_back({"the harness ran the scenario", "", VerdictStatus::kError, "", "", h, s.where, {}});
   }
 
   // Which worlds broke, and when first.
@@ -104,12 +155,12 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
         v.name = "world " + name + " breaks";
         v.threshold = "broken";
         if (it != broke.end()) {
-          v.status = "pass";
+          v.status = VerdictStatus::kPass;
           v.measured = "broken at " + fmt("%.3f s", it->second->t);
-          v.message = "broke at " + fmt("%.3f s", it->second->t) + " (" + it->second->cause +
+          v.message = "broke at " + fmt("%.3f s", it->second->t) + " (" + causeName(it->second->cause) +
                       " seen by " + it->second->role + ": " + it->second->detail + ")";
         } else {
-          v.status = "fail";
+          v.status = VerdictStatus::kFail;
           v.measured = "healthy";
           v.message = "world " + name + " was expected to break but no member reported it broken";
         }
@@ -141,12 +192,12 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     v.threshold = "<= " + std::to_string(limit->count()) + " ms";
     const FaultRec* cause = nullptr;
     for (const auto& f : r.faults) {
-      if (f.sent < 0 || f.outcome != "ok" || f.sent > first->t) continue;
+      if (!f.delivered() || f.sent > first->t) continue;
       if (std::find(f.worlds.begin(), f.worlds.end(), name) == f.worlds.end()) continue;
       if (cause == nullptr || f.sent > cause->sent) cause = &f;
     }
     if (cause == nullptr) {
-      v.status = "fail";
+      v.status = VerdictStatus::kFail;
       v.message = "world " + name + " broke at " + fmt("%.3f s", first->t) +
                   " before any fault that touches it";
       out.push_back(v);
@@ -157,35 +208,43 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     for (const auto& f : r.faults) {
       if (f.sent < 0 || f.sent > first->t + 1) continue;
       // Its process ended, or it left this world (it reports the world removed, not broken).
-      const bool left = f.kind == "remove_world" &&
+      const bool left = f.kind == FaultKind::kRemoveWorld &&
                         std::find(f.worlds.begin(), f.worlds.end(), name) != f.worlds.end();
       if (f.ends_role || left) gone.insert(f.role);
     }
+    // A process the fault ended can be seen dead only once the kernel has closed its sockets;
+    // detection counts from then (it is the signal's time but on a starved machine).
+    const double from = cause->ends_role && cause->gone > cause->sent ? cause->gone : cause->sent;
     double worst = 0;
     std::string worst_role, missing;
     for (const auto& role : s.membersOf(name)) {
       // Every member that can detect counts, the one a fault targeted included (a failpoint or a
       // network fault ends no process); not a member whose process ended, nor one paused then.
-      if (gone.count(role) || (role == cause->role && cause->kind == "pause")) continue;
+      if (gone.count(role) || (role == cause->role && cause->kind == FaultKind::kPause)) continue;
       const EventRec* ev = firstBroken(r, name, role, cause->sent);
       if (ev == nullptr) {
         missing += (missing.empty() ? "" : ", ") + role;
         continue;
       }
-      if (ev->t - cause->sent >= worst) worst = ev->t - cause->sent, worst_role = role;
+      const double after = std::max(0.0, ev->t - from);
+      if (after >= worst) worst = after, worst_role = role;
     }
     v.measured = ms(worst);
     if (!missing.empty()) {
-      v.status = "fail";
+      v.status = VerdictStatus::kFail;
       v.message = "after '" + cause->action + "' at " + fmt("%.3f s", cause->sent) + ", " +
                   missing + " never reported world " + name + " broken";
     } else if (worst_role.empty()) {
-      v.status = "skipped";
+      v.status = VerdictStatus::kSkipped;
       v.message = "no surviving member of world " + name + " to measure detection at";
     } else {
-      v.status = worst * 1000 <= static_cast<double>(limit->count()) ? "pass" : "fail";
-      v.message = "'" + cause->action + "' at " + fmt("%.3f s", cause->sent) +
-                  "; the last survivor to detect it was " + worst_role + " after " + ms(worst);
+      v.status = worst * 1000 <= static_cast<double>(limit->count()) ? VerdictStatus::kPass : VerdictStatus::kFail;
+      v.message = "'" + cause->action + "' at " + fmt("%.3f s", cause->sent);
+      if (from - cause->sent >= 0.02) {
+        v.message += "; the kernel closed the ended process's sockets " + ms(from - cause->sent) +
+                     " later, and detection counts from then";
+      }
+      v.message += "; the last survivor to detect it was " + worst_role + " after " + ms(worst);
     }
     out.push_back(v);
   }
@@ -194,7 +253,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   const double ff = firstFault(r);
   double last_fault = ff;
   for (const auto& f : r.faults) {
-    if (f.sent >= 0 && f.outcome == "ok") last_fault = std::max(last_fault, f.sent);
+    if (f.delivered()) last_fault = std::max(last_fault, f.sent);
   }
   const double warm = static_cast<double>(s.warmup.count()) / 1000.0;
   for (const auto& t : e.throughput) {
@@ -205,7 +264,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
              t.window + " the fault)";
     v.threshold = ">= " + fmt("%.2f", t.ratio);
     if (ff < 0) {
-      v.status = "error";
+      v.status = VerdictStatus::kError;
       v.message = "no fault was delivered, so there is no before and after";
       out.push_back(v);
       continue;
@@ -214,7 +273,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     const ThroughputEvidence ev = measureThroughput(s, r, t.world, warm, ff, ff, to);
     const Rate &before = ev.before, &after = ev.after;
     if (before.windows == 0 || before.mean <= 0) {
-      v.status = "error";
+      v.status = VerdictStatus::kError;
       v.message = "no traffic measured in world " + t.world + " between the warm-up (" +
                   fmt("%.2f s", warm) + ") and the first fault (" + fmt("%.2f s", ff) + ")";
       out.push_back(v);
@@ -254,7 +313,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     const double limit = static_cast<double>(e.replacement_within->count()) / 1000.0;
     bool any = false;
     for (const auto& f : r.faults) {
-      if (f.kind != "restart" || f.sent < 0 || f.outcome != "ok") continue;
+      if (f.kind != FaultKind::kRestart || !f.delivered()) continue;
       for (const auto& world : s.worldsOf(f.role)) {
         any = true;
         Verdict v;
@@ -268,7 +327,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
         for (const auto& role : s.membersOf(world)) {
           double t = -1;
           for (const auto& ev : r.events) {
-            if (ev.world == world && ev.role == role && ev.kind == "created" && ev.t > f.sent &&
+            if (ev.world == world && ev.role == role && ev.kind == EventKind::kCreated && ev.t > f.sent &&
                 inRun(r, ev.t) && (t < 0 || ev.t < t)) {
               t = ev.t;
             }
@@ -280,13 +339,13 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
           }
         }
         if (!missing.empty()) {
-          v.status = "fail";
+          v.status = VerdictStatus::kFail;
           v.measured = "never";
           v.message = missing + " never re-joined world " + world + " after the restart at " +
                       fmt("%.3f s", f.sent);
         } else {
           v.measured = ms(worst);
-          v.status = worst <= limit ? "pass" : "fail";
+          v.status = worst <= limit ? VerdictStatus::kPass : VerdictStatus::kFail;
           v.message = "every member of " + world + " joined its new generation " + ms(worst) +
                       " after the restart";
         }
@@ -296,7 +355,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     if (!any) {
       out.push_back({"replacement worlds are healthy in time",
                      "",
-                     "error",
+                     VerdictStatus::kError,
                      "",
                      "",
                      "expect.replacement_within is set but no restart was delivered",
@@ -310,10 +369,10 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   if (s.nemesis.enabled) {
     int breaks = 0, unexplained = 0, injected = 0;
     std::string which;
-    for (const auto& f : r.faults) injected += f.outcome == "ok" ? 1 : 0;
+    for (const auto& f : r.faults) injected += f.delivered() ? 1 : 0;
     std::map<std::string, double> last;  // world -> time of the last counted break
     for (const auto& ev : r.events) {
-      if (ev.kind != "broken" || !inRun(r, ev.t)) continue;
+      if (ev.kind != EventKind::kBroken || !inRun(r, ev.t)) continue;
       auto it = last.find(ev.world);
       if (it != last.end() && ev.t - it->second < 1.0) continue;  // the same break, another member
       last[ev.world] = ev.t;
@@ -325,19 +384,19 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
           2.0;
       bool explained = false;
       for (const auto& f : r.faults) {
-        if (f.outcome != "ok" || f.sent < 0 || f.sent > ev.t || ev.t - f.sent > window) continue;
+        if (!f.delivered() || f.sent > ev.t || ev.t - f.sent > window) continue;
         if (std::find(f.worlds.begin(), f.worlds.end(), ev.world) != f.worlds.end())
           explained = true;
       }
       if (!explained) {
         ++unexplained;
         which += (which.empty() ? "" : "; ") + ev.world + " at " + fmt("%.3f s", ev.t) + " (" +
-                 ev.cause + " seen by " + ev.role + ")";
+                 causeName(ev.cause) + " seen by " + ev.role + ")";
       }
     }
     out.push_back({"no world breaks without a fault that touches it",
                    "",
-                   unexplained == 0 ? "pass" : "fail",
+                   unexplained == 0 ? VerdictStatus::kPass : VerdictStatus::kFail,
                    std::to_string(unexplained),
                    "0",
                    std::to_string(injected) + " faults injected, " + std::to_string(breaks) +
@@ -354,7 +413,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     }
     out.push_back({"no process hangs",
                    "",
-                   hung.empty() ? "pass" : "fail",
+                   hung.empty() ? VerdictStatus::kPass : VerdictStatus::kFail,
                    hung.empty() ? "0" : hung,
                    "0",
                    hung.empty() ? "every worker exited within 5 s of being told to stop"
@@ -371,7 +430,7 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
     out.push_back(
         {"no orphan process or file is left",
          "",
-         clean ? "pass" : "fail",
+         clean ? VerdictStatus::kPass : VerdictStatus::kFail,
          clean ? "0" : left,
          "0",
          clean ? "no worker process, fifo, temporary directory or network namespace remained"
@@ -382,13 +441,25 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   return out;
 }
 
-std::string overall(const std::vector<Verdict>& v) {
+VerdictStatus overall(const std::vector<Verdict>& v) {
   bool inconclusive = false;
   for (const auto& x : v) {
-    if (x.status == "fail" || x.status == "error") return "fail";
-    inconclusive = inconclusive || x.status == "inconclusive";
+    if (x.status == VerdictStatus::kFail || x.status == VerdictStatus::kError) {
+      return VerdictStatus::kFail;
+    }
+    inconclusive = inconclusive || x.status == VerdictStatus::kInconclusive;
   }
-  return inconclusive ? "inconclusive" : "pass";
+  return inconclusive ? VerdictStatus::kInconclusive : VerdictStatus::kPass;
+}
+
+namespace {
+constexpr const char* kStatusNames[] = {"pass", "fail", "inconclusive", "error", "skipped"};
+}  // namespace
+
+const char* verdictStatusName(VerdictStatus s) { return enumName(kStatusNames, s, "error"); }
+
+std::optional<VerdictStatus> parseVerdictStatus(std::string_view name) {
+  return enumFromName<VerdictStatus>(kStatusNames, name);
 }
 
 }  // namespace mw::harness

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/run.h"
@@ -13,9 +15,9 @@
 namespace mw::harness {
 
 struct Verdict {
-  std::string name;       // "world w2 breaks", "w1 keeps >= 0.90 of its throughput"
-  std::string world;      // the world it is about ("" for run-wide ones)
-  std::string status;     // pass | fail | inconclusive | error | skipped
+  std::string name;   // "world w2 breaks", "w1 keeps >= 0.90 of its throughput"
+  std::string world;  // the world it is about ("" for run-wide ones)
+  VerdictStatus status = VerdictStatus::kPass;
   std::string measured;   // "48 ms", "0.97", ...
   std::string threshold;  // "<= 100 ms", ">= 0.90", ...
   std::string message;    // what happened, with numbers
@@ -31,8 +33,8 @@ double firstFault(const RunRecord& r);
 // Every verdict but the Lua check hook's (the caller adds that one).
 std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r);
 
-// "fail" when a verdict failed or is an error; else "inconclusive" when one is; else "pass" (every
+// kFail when a verdict failed or is an error; else kInconclusive when one is; else kPass (every
 // verdict passed or was skipped).
-std::string overall(const std::vector<Verdict>& v);
+VerdictStatus overall(const std::vector<Verdict>& v);
 
 }  // namespace mw::harness

@@ -203,7 +203,8 @@ json runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, Run
       if (s.expect.has_check) {
         auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
         verdicts.push_back(
-            {"expect.check hook", "", ok ? "pass" : "fail", "", "", msg, s.expect.where, {}});
+            {"expect.check hook", "", ok ? VerdictStatus::kPass : VerdictStatus::kFail, "", "", msg,
+             s.expect.where, {}});
       }
     }
   } catch (const std::exception& e) {  // a bug of the harness: still a report that says so

@@ -28,22 +28,26 @@ std::vector<ActionSpec> drawNemesis(const NemesisSpec& n, uint64_t seed,
     const std::string kind = n.faults[pick(n.faults.size())];
     if (kind == "partition" || kind == "loss") {
       std::string host = n.hosts[pick(n.hosts.size())];
-      on.kind = kind;
-      off.kind = "heal";
+      off.fault = Heal{};
       if (kind == "partition") {
-        on.hosts_a = {host};
+        Partition p;
+        p.a = {host};
         for (const auto& h : all_hosts) {
-          if (h != host) on.hosts_b.push_back(h);
+          if (h != host) p.b.push_back(h);
         }
+        on.fault = std::move(p);
       } else {
-        on.host = host;
-        on.loss = n.loss;
+        on.fault = Loss{host, n.loss};
       }
     } else {
       std::string role = n.roles[pick(n.roles.size())];
-      on.role = off.role = role;
-      on.kind = kind;
-      off.kind = kind == "pause" ? "resume" : "restart";
+      if (kind == "pause") {
+        on.fault = Pause{role};
+        off.fault = Resume{role};
+      } else {
+        on.fault = Kill{role};
+        off.fault = Restart{role};
+      }
     }
     out.push_back(on);
     out.push_back(off);

@@ -70,7 +70,7 @@ void Run::prepare() {
   int gpu_next = 0;
   for (const auto& [name, r] : s_.roles) {
     bool any_nccl = false;
-    for (const auto& [w, rank] : r.ranks) any_nccl |= s_.worlds.at(w).backend == "nccl";
+    for (const auto& [w, rank] : r.ranks) any_nccl |= s_.worlds.at(w).backend == BackendKind::kNccl;
     std::string dev = r.device;
     if (dev == "auto") dev = any_nccl ? "gpu" : "cpu";
     if (dev == "gpu") {
@@ -97,12 +97,14 @@ void Run::prepare() {
     net_ = std::move(*net);
   }
   for (const auto& a : s_.timeline) {
-    if (a.kind == "failpoint" && chaos::isPosixPoint(a.point)) posix_roles_.insert(a.role);
-    if (a.kind == "failpoint" || a.kind == "clear_failpoint") fifo_roles_.insert(a.role);
+    if (const auto* f = std::get_if<Failpoint>(&a.fault); f && chaos::isPosixPoint(f->point))
+      posix_roles_.insert(f->role);
+    if (a.kind() == FaultKind::kFailpoint || a.kind() == FaultKind::kClearFailpoint)
+      fifo_roles_.insert(a.role());
     // A delay may have to fall back to the runtime's delay failpoint (no netem).
-    if (a.kind == "delay") {
+    if (const auto* d = std::get_if<Delay>(&a.fault)) {
       for (const auto& [name, r] : s_.roles) {
-        if (r.host == a.host) fifo_roles_.insert(name);
+        if (r.host == d->host) fifo_roles_.insert(name);
       }
     }
   }
@@ -125,55 +127,48 @@ void Run::prepare() {
                  (theirs != nullptr && *theirs != '\0' ? " " + std::string(theirs) : "");
   }
   for (const auto& a : s_.timeline) {
-    res_.record.faults.push_back(FaultRec{a.describe(), a.kind, a.role, a.where,
-                                          static_cast<double>(a.at.count()) / 1000.0, -1, -1,
-                                          "pending", "", touched(a)});
+    FaultRec f;
+    f.action = a.describe();
+    f.kind = a.kind();
+    f.role = a.role();
+    f.where = a.where;
+    f.planned = static_cast<double>(a.at.count()) / 1000.0;
+    f.worlds = touched(a);
+    res_.record.faults.push_back(std::move(f));
   }
 }
 
-json Run::config(const std::string& role, const std::string& fifo_prefix) const {
+chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo_prefix) const {
   const RoleSpec& r = s_.roles.at(role);
-  json c;
-  c["role"] = role;
+  chaos::WorkerConfig c;
+  c.role = role;
   // Per-role seeds derived from the scenario's: every process draws its own sequence.
-  c["seed"] =
+  c.seed =
       static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^ std::hash<std::string>{}(role));
-  c["window_ms"] = 100;
-  if (!fifo_prefix.empty()) c["fifo_prefix"] = fifo_prefix;
-  c["worlds"] = json::array();
+  c.fifo_prefix = fifo_prefix;
   for (const auto& [w, rank] : r.ranks) {
     const WorldSpec& ws = s_.worlds.at(w);
+    chaos::WorkerWorld cw;
+    cw.name = w;
     // The store lives with rank 0: on its simulated host's address, else on loopback.
-    std::string store_host = "127.0.0.1";
-    if (net_) {
-      auto members = s_.membersOf(w);
-      store_host = net_->address(s_.roles.at(members.at(0)).host);
+    if (net_) cw.host = net_->address(s_.roles.at(s_.membersOf(w).at(0)).host);
+    cw.rank = rank;
+    cw.size = ws.size;
+    cw.port = ports_.at(w);
+    cw.backend = ws.backend;
+    if (ws.backend == BackendKind::kNccl) {
+      auto device = parseDevice(devices_.at(role));
+      if (device.ok()) cw.device = *device;
     }
-    c["worlds"].push_back({{"name", w},
-                           {"host", store_host},
-                           {"rank", rank},
-                           {"size", ws.size},
-                           {"port", ports_.at(w)},
-                           {"backend", ws.backend},
-                           {"device", ws.backend == "nccl" ? devices_.at(role) : "cpu"},
-                           {"heartbeat_ms", ws.heartbeat.count()},
-                           {"op_timeout_ms", ws.op_timeout.count()},
-                           {"rejoin", ws.rejoin},
-                           {"start", ws.start}});
+    cw.heartbeat = ws.heartbeat;
+    cw.op_timeout = ws.op_timeout;
+    cw.rejoin = ws.rejoin;
+    cw.start = ws.start;
+    c.worlds.push_back(std::move(cw));
   }
-  c["traffic"] = json::array();
   for (const auto& t : s_.traffic) {
     for (const auto& w : t.worlds) {
-      if (!r.ranks.count(w)) continue;
-      std::string pattern = t.pattern == "gather_to_leader" ? "gather"
-                            : t.pattern == "ring_allreduce" ? "allreduce"
-                                                            : t.pattern;
-      c["traffic"].push_back({{"world", w},
-                              {"pattern", pattern},
-                              {"bytes", t.bytes},
-                              {"dtype", t.dtype},
-                              {"rate", t.rate},
-                              {"root", t.root}});
+      if (r.ranks.count(w)) c.traffic.push_back({w, t.pattern, t.bytes, t.dtype, t.rate, t.root});
     }
   }
   return c;
@@ -197,7 +192,7 @@ bool Run::start(const std::string& role) {
   std::vector<std::string> env{token_env_};
   if (posix_roles_.count(role)) env.push_back(posix_env_);  // libfiu's POSIX preload
   auto p =
-      chaos::Process::spawn({o_.worker_path, "--config", config(role, prefix).dump()}, netns, env);
+      chaos::Process::spawn({o_.worker_path, "--config", chaos::toJson(config(role, prefix))}, netns, env);
   if (!p.ok()) {
     fail(RunOutcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
     return false;

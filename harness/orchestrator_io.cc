@@ -34,7 +34,10 @@ namespace mw::harness::orch {
 void Run::readAll(Worker& w) {
   if (!w.proc) return;
   std::string got;
-  if (!w.out_eof && !w.proc->readStdout(&got)) w.out_eof = true;
+  if (!w.out_eof && !w.proc->readStdout(&got)) {
+    w.out_eof = true;
+    noteGone(w);
+  }
   w.out_buf += got;
   size_t nl;
   while ((nl = w.out_buf.find('\n')) != std::string::npos) {
@@ -49,6 +52,13 @@ void Run::readAll(Worker& w) {
     w.err_tail += err;
     if (w.err_tail.size() > kStderrTail) w.err_tail.erase(0, w.err_tail.size() - kStderrTail);
   }
+}
+
+void Run::noteGone(Worker& w) {
+  if (w.ending_fault < 0) return;
+  FaultRec& f = res_.record.faults[static_cast<size_t>(w.ending_fault)];
+  if (f.gone < 0) f.gone = rel(nowNs());
+  w.ending_fault = -1;
 }
 
 void Run::handleLine(Worker& w, const std::string& line) {
@@ -85,7 +95,7 @@ void Run::take(Worker& w, const chaos::lines::Event& l) {
   e.t = rel(l.t_ns);
   e.role = w.role;
   e.world = l.world;
-  e.kind = l.kind;
+  e.kind = eventKindOf(l.kind);
   e.generation = l.generation;
   e.cause = l.cause;
   e.peer = l.peer;
@@ -99,7 +109,7 @@ void Run::take(Worker& w, const chaos::lines::JoinFail& l) {
   e.t = rel(l.t_ns);
   e.role = w.role;
   e.world = l.world;
-  e.kind = "join_failed";
+  e.kind = EventKind::kJoinFailed;
   e.detail = l.status;
   res_.record.events.push_back(e);
 }
@@ -157,7 +167,7 @@ void Run::progress(bool final_line) {
     bool any_broken = false;
     for (const auto& role : s_.membersOf(name)) {
       auto it = state_.find(name + "/" + role);
-      if (it != state_.end() && it->second == "broken") any_broken = true;
+      if (it != state_.end() && it->second == EventKind::kBroken) any_broken = true;
     }
     any_broken ? ++broken : ++healthy;
     auto members = s_.membersOf(name);

@@ -18,6 +18,7 @@
 #include "chaos/fifo_control.h"
 #include "chaos/netsim.h"
 #include "chaos/process.h"
+#include "chaos/worker_config.h"
 #include "chaos/worker_lines.h"
 #include "harness/orchestrator.h"
 #include "multiworld/status.h"
@@ -58,6 +59,7 @@ struct Worker {
   bool killed_by_scenario = false;
   bool stopped = false;                   // told to stop at the end
   bool out_eof = false, err_eof = false;  // pipes closed: no longer polled
+  int ending_fault = -1;  // the fault (index in the run record) ending this process, until gone
   int starts = 0;
 };
 
@@ -74,9 +76,12 @@ class Run {
 
   void prepare();
 
+  // The worlds a fault touches (FaultRec::worlds).
   std::vector<std::string> touched(const ActionSpec& a) const;
+  std::vector<std::string> failpointWorlds(const std::string& role, const std::string& point) const;
 
-  json config(const std::string& role, const std::string& fifo_prefix) const;
+  // What the role's worker runs (chaos/worker_config.h).
+  chaos::WorkerConfig config(const std::string& role, const std::string& fifo_prefix) const;
 
   bool start(const std::string& role);
 
@@ -89,6 +94,10 @@ class Run {
   void removeFifoDir(Worker& w);
 
   void readAll(Worker& w);
+
+  // The worker's files are closed (its stdout reached end of file): the fault that ended it
+  // records the time (FaultRec::gone).
+  void noteGone(Worker& w);
 
   // A line the worker wrote that cannot be read is an error in the report, never a crash.
   void handleLine(Worker& w, const std::string& line);
@@ -109,11 +118,16 @@ class Run {
 
   static std::string lastLines(const std::string& s);
 
+  // Delivers timeline entry i and records its outcome in the run record's fault i.
   void act(size_t i);
+  Status actOnNetwork(const ActionSpec& a, FaultRec& f);
+  Status actOnRole(const ActionSpec& a, FaultRec& f);
+  // A libfiu command through w's control fifo; kUnavailable when its build has no failpoints.
+  Status fifoCommand(Worker& w, FaultRec& f, const std::string& command);
 
   // No netem: delay every operation of the host's roles through the runtime's delay failpoint
   // (mw/<backend>/delay/<world>), which models latency per operation rather than per packet.
-  Status delayByFailpoint(const ActionSpec& a, FaultRec& f, const Status& netem);
+  Status delayByFailpoint(const Delay& d, FaultRec& f, const Status& netem);
 
   void clearDelays();
 
@@ -144,7 +158,7 @@ class Run {
   std::map<std::string, Worker> workers_;
   std::unique_ptr<chaos::SimNet> net_;  // simulated hosts, when the scenario places roles on them
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
-  std::map<std::string, std::string> state_;                 // world/role -> last event kind
+  std::map<std::string, EventKind> state_;                   // world/role -> last event kind
   std::map<std::string, double> last_bytes_;                 // world/role -> last window's bytes
   std::set<std::string> hung_;
 };

@@ -6,18 +6,33 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "harness/scenario.h"
+#include "multiworld/status.h"
+#include "multiworld/world_manager.h"
+
 namespace mw::harness {
+
+// What a worker reported of a world: the runtime's world events, and joins that failed.
+enum class EventKind : uint8_t { kCreated, kBroken, kRemoved, kJoinFailed };
+// "created", "broken", "removed", "join_failed".
+const char* eventKindText(EventKind k);
+// The kind eventKindText printed as `name`, or nullopt.
+std::optional<EventKind> parseEventKindText(std::string_view name);
+// The record's kind of a runtime world event.
+EventKind eventKindOf(WorldEvent::Kind k);
 
 struct EventRec {
   double t = 0;
   std::string role;
   std::string world;
-  std::string kind;  // created | broken | removed | join_failed (detail: the error)
+  EventKind kind = EventKind::kCreated;  // join_failed: detail holds the error
   uint64_t generation = 0;
-  std::string cause;  // for broken
+  Cause cause = Cause::kNone;  // for broken
   int peer = -1;
   std::string detail;
 };
@@ -46,18 +61,38 @@ struct MachineRec {
   double busy = 0;
 };
 
+// What became of a fault the timeline planned.
+enum class FaultOutcome : uint8_t {
+  kPending,  // not sent (yet)
+  kOk,       // delivered
+  kError,    // could not be delivered: FaultRec::why says why (the run is judged an error)
+  kSkipped,  // this machine or build cannot do it: FaultRec::why says what is missing
+};
+
 struct FaultRec {
   std::string action;  // ActionSpec::describe()
-  std::string kind;
-  std::string role;
+  FaultKind kind = FaultKind::kKill;
+  std::string role;   // "" for a network fault
   std::string where;  // file:line in the scenario
   double planned = 0;
-  double sent = -1;                 // -1: never sent
-  double acked = -1;                // failpoints: when the worker's libfiu answered; others: = sent
-  std::string outcome = "pending";  // ok | error: ... | skipped: ...
+  double sent = -1;   // -1: never sent
+  double acked = -1;  // failpoints: when the worker's libfiu answered; others: = sent
+  FaultOutcome outcome = FaultOutcome::kPending;
+  std::string why;                  // for kError and kSkipped
   std::string note;                 // how it was done, when not the obvious way
   std::vector<std::string> worlds;  // the worlds it touches
   bool ends_role = false;  // it ended the role's process: a restart, or a signal that ends it
+  // For a fault that ended the role's process: when the harness saw that process's files closed
+  // (its sockets close in the same step of the kernel's exit), -1 until then. On a starved
+  // machine the kernel can take a second or more after SIGKILL to get there; until it does, no
+  // peer can see the death except by silence (docs/scenarios.md, "detected_within").
+  double gone = -1;
+
+  bool delivered() const { return outcome == FaultOutcome::kOk && sent >= 0; }
+  // The report's form: "ok", "pending", "error: <why>" or "skipped: <why>".
+  std::string outcomeText() const;
+  // Sets outcome and why from outcomeText()'s form; false when `text` is not of it.
+  bool setOutcome(const std::string& text);
 };
 
 struct WorkerRec {

@@ -8,7 +8,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
+
+#include "chaos/worker_config.h"
+#include "multiworld/tensor.h"
+#include "multiworld/world_manager.h"
 
 namespace mw::harness {
 
@@ -16,7 +22,7 @@ using Ms = std::chrono::milliseconds;
 
 struct WorldSpec {
   std::string name;
-  std::string backend = "gloo";  // gloo | nccl
+  BackendKind backend = BackendKind::kGloo;
   int size = 0;                  // derived from the roles' ranks
   Ms heartbeat{1000};
   Ms op_timeout{10000};
@@ -34,10 +40,10 @@ struct RoleSpec {
 };
 
 struct TrafficSpec {
-  std::string pattern;  // gather_to_leader | ring_allreduce | broadcast | pipeline
+  chaos::TrafficPattern pattern = chaos::TrafficPattern::kGatherToLeader;
   std::vector<std::string> worlds;
   uint64_t bytes = 1 << 20;
-  std::string dtype = "float32";
+  DType dtype = DType::kFloat32;
   double rate = 0;  // operations per second per member; 0: as fast as possible
   int root = 0;
   std::string where;
@@ -52,29 +58,96 @@ struct FailMode {
   std::string errno_name;  // the errno asked for, when any ("ECONNRESET")
 };
 
-struct ActionSpec {
-  Ms at{0};
-  // kill pause resume restart failpoint clear_failpoint remove_world add_world (on a role);
-  // partition heal loss bandwidth delay (on simulated hosts)
-  std::string kind;
+// The faults a timeline can hold, one type each (docs/scenarios.md, "Faults").
+// On a role's process:
+struct Kill {
   std::string role;
   int signal = 9;
   std::string signal_name = "SIGKILL";
-  std::string point;  // failpoint name (after {backend} expansion)
+};
+struct Pause {
+  std::string role;
+};
+struct Resume {
+  std::string role;
+};
+struct Restart {
+  std::string role;
+};
+struct Failpoint {
+  std::string role;
+  std::string point;  // after {backend} expansion
   FailMode mode;
-  std::string world;                          // remove_world / add_world
-  std::vector<std::string> hosts_a, hosts_b;  // partition: from a to b (and back unless oneway)
-  bool loud = false;
+};
+struct ClearFailpoint {
+  std::string role;
+  std::string point;
+};
+struct RemoveWorld {
+  std::string role;
+  std::string world;
+};
+struct AddWorld {
+  std::string role;
+  std::string world;
+};
+// On simulated hosts:
+struct Partition {
+  std::vector<std::string> a, b;  // from a to b (and back unless oneway)
+  bool loud = false;              // reset connections instead of dropping silently
   bool oneway = false;
-  std::string host;  // loss / bandwidth / delay
-  double loss = 0;   // probability of dropping a packet
-  std::string rate;  // bandwidth, tc syntax ("10mbit")
+};
+struct Heal {};
+struct Loss {
+  std::string host;
+  double p = 0;  // probability of dropping a packet
+};
+struct Bandwidth {
+  std::string host;
+  std::string rate;  // tc syntax ("10mbit")
+};
+struct Delay {
+  std::string host;
   int delay_ms = 0, jitter_ms = 0;
-  bool network() const {
-    return kind == "partition" || kind == "heal" || kind == "loss" || kind == "bandwidth" ||
-           kind == "delay";
-  }
+};
+
+using Fault = std::variant<Kill, Pause, Resume, Restart, Failpoint, ClearFailpoint, RemoveWorld,
+                           AddWorld, Partition, Heal, Loss, Bandwidth, Delay>;
+
+// The kinds of Fault, in the order of its alternatives: FaultKind(fault.index()).
+enum class FaultKind : uint8_t {
+  kKill,
+  kPause,
+  kResume,
+  kRestart,
+  kFailpoint,
+  kClearFailpoint,
+  kRemoveWorld,
+  kAddWorld,
+  kPartition,
+  kHeal,
+  kLoss,
+  kBandwidth,
+  kDelay,
+};
+inline constexpr size_t kFaultKinds = std::variant_size_v<Fault>;
+
+// The name a scenario calls the fault by ("kill", "clear_failpoint", "partition", ...).
+const char* faultKindName(FaultKind k);
+// The kind called `name`, or nullopt.
+std::optional<FaultKind> parseFaultKind(std::string_view name);
+
+// One timeline entry: a fault at a time.
+struct ActionSpec {
+  Ms at{0};
+  Fault fault;
   std::string where;
+
+  FaultKind kind() const { return static_cast<FaultKind>(fault.index()); }
+  // A fault on simulated hosts (partition, heal, loss, bandwidth, delay), not on a role.
+  bool network() const { return kind() >= FaultKind::kPartition; }
+  // The role a process fault acts on; "" for a network fault.
+  const std::string& role() const;
   // One line for people: "kill leader SIGKILL".
   std::string describe() const;
 };

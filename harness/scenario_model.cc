@@ -6,7 +6,10 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
+#include "chaos/enum_names.h"
+#include "chaos/overload.h"
 #include "chaos/posix_points.h"
 #include "harness/scenario.h"
 
@@ -50,43 +53,82 @@ std::optional<uint64_t> parseBytes(const std::string& text) {
   return static_cast<uint64_t>(*bytes);
 }
 
+namespace {
+
+constexpr const char* kFaultNames[] = {
+    "kill",       "pause",    "resume", "restart", "failpoint", "clear_failpoint", "remove_world",
+    "add_world",  "partition", "heal",  "loss",    "bandwidth", "delay"};
+static_assert(std::size(kFaultNames) == kFaultKinds, "a name for every Fault alternative");
+
+std::string hostList(const std::vector<std::string>& v) {
+  std::string o;
+  for (const auto& x : v) o += (o.empty() ? "" : ",") + x;
+  return "{" + o + "}";
+}
+
+std::string describeFailpoint(const Failpoint& f) {
+  const FailMode& mode = f.mode;
+  std::string m = "failpoint " + f.point + " in " + f.role;
+  if (chaos::isPosixPoint(f.point)) {
+    m += " errno=" + std::to_string(mode.failinfo) + " (" + mode.errno_name + ")";
+  } else {
+    m += " failnum=" + std::to_string(mode.failnum);
+    if (!mode.nccl.empty()) m += " (" + mode.nccl + ")";
+    if (!mode.errno_name.empty()) m += " (" + mode.errno_name + ")";
+    if (mode.failinfo) m += " async";
+  }
+  if (mode.probability < 1) m += " p=" + std::to_string(mode.probability).substr(0, 5);
+  if (mode.once) m += " once";
+  return m;
+}
+
+}  // namespace
+
+const char* faultKindName(FaultKind k) { return enumName(kFaultNames, k); }
+
+std::optional<FaultKind> parseFaultKind(std::string_view name) {
+  return enumFromName<FaultKind>(kFaultNames, name);
+}
+
+const std::string& ActionSpec::role() const {
+  static const std::string kNone;
+  return std::visit(
+      [](const auto& f) -> const std::string& {
+        if constexpr (requires { f.role; }) {
+          return f.role;
+        } else {
+          return kNone;
+        }
+      },
+      fault);
+}
+
 std::string ActionSpec::describe() const {
-  if (kind == "kill") return "kill " + role + " " + signal_name;
-  if (kind == "failpoint") {
-    const bool posix = chaos::isPosixPoint(point);
-    std::string m = "failpoint " + point + " in " + role;
-    if (posix) {
-      m += " errno=" + std::to_string(mode.failinfo) + " (" + mode.errno_name + ")";
-    } else {
-      m += " failnum=" + std::to_string(mode.failnum);
-      if (!mode.nccl.empty()) m += " (" + mode.nccl + ")";
-      if (!mode.errno_name.empty()) m += " (" + mode.errno_name + ")";
-      if (mode.failinfo) m += " async";
-    }
-    if (mode.probability < 1) m += " p=" + std::to_string(mode.probability).substr(0, 5);
-    if (mode.once) m += " once";
-    return m;
-  }
-  if (kind == "clear_failpoint") return "clear failpoint " + point + " in " + role;
-  auto list = [](const std::vector<std::string>& v) {
-    std::string o;
-    for (const auto& x : v) o += (o.empty() ? "" : ",") + x;
-    return "{" + o + "}";
-  };
-  if (kind == "partition") {
-    return std::string(loud ? "loud" : "silent") + (oneway ? " one-way" : "") + " partition " +
-           list(hosts_a) + (oneway ? " -> " : " | ") + list(hosts_b);
-  }
-  if (kind == "heal") return "heal the network";
-  if (kind == "loss")
-    return "loss " + std::to_string(static_cast<int>(loss * 100 + 0.5)) + "% at " + host;
-  if (kind == "bandwidth") return "bandwidth " + rate + " from " + host;
-  if (kind == "delay") {
-    return "delay " + std::to_string(delay_ms) + "ms (jitter " + std::to_string(jitter_ms) +
-           "ms) from " + host;
-  }
-  if (kind == "remove_world" || kind == "add_world") return kind + " " + world + " in " + role;
-  return kind + " " + role;
+  return std::visit(
+      Overload{
+          [](const Kill& f) { return "kill " + f.role + " " + f.signal_name; },
+          [](const Pause& f) { return "pause " + f.role; },
+          [](const Resume& f) { return "resume " + f.role; },
+          [](const Restart& f) { return "restart " + f.role; },
+          [](const Failpoint& f) { return describeFailpoint(f); },
+          [](const ClearFailpoint& f) { return "clear failpoint " + f.point + " in " + f.role; },
+          [](const RemoveWorld& f) { return "remove_world " + f.world + " in " + f.role; },
+          [](const AddWorld& f) { return "add_world " + f.world + " in " + f.role; },
+          [](const Partition& f) {
+            return std::string(f.loud ? "loud" : "silent") + (f.oneway ? " one-way" : "") +
+                   " partition " + hostList(f.a) + (f.oneway ? " -> " : " | ") + hostList(f.b);
+          },
+          [](const Heal&) { return std::string("heal the network"); },
+          [](const Loss& f) {
+            return "loss " + std::to_string(static_cast<int>(f.p * 100 + 0.5)) + "% at " + f.host;
+          },
+          [](const Bandwidth& f) { return "bandwidth " + f.rate + " from " + f.host; },
+          [](const Delay& f) {
+            return "delay " + std::to_string(f.delay_ms) + "ms (jitter " +
+                   std::to_string(f.jitter_ms) + "ms) from " + f.host;
+          },
+      },
+      fault);
 }
 
 std::vector<std::string> Scenario::worldsOf(const std::string& role) const {
@@ -114,9 +156,17 @@ std::vector<std::string> Scenario::worldsTouchedBy(const ActionSpec& a) const {
       return std::any_of(hs.begin(), hs.end(),
                          [&](const std::string& h) { return on.count(h) > 0; });
     };
-    bool touched = a.kind == "partition" ? any(a.hosts_a) && any(a.hosts_b)
-                   : a.kind == "heal"    ? false
-                                         : on.count(a.host) > 0;
+    const bool touched = std::visit(
+        [&](const auto& f) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(f)>, Partition>) {
+            return any(f.a) && any(f.b);
+          } else if constexpr (requires { f.host; }) {
+            return on.count(f.host) > 0;
+          } else {
+            return false;  // heal, and faults on roles
+          }
+        },
+        a.fault);
     if (touched) out.push_back(world);
   }
   return out;

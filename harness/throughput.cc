@@ -171,33 +171,33 @@ ThroughputEvidence measureThroughput(const Scenario& s, const RunRecord& r,
 
 ThroughputJudgement judgeThroughput(const ThroughputEvidence& e, double bar) {
   if (std::isnan(e.lo) || std::isnan(e.hi)) {
-    return {"inconclusive", "too few windows to measure the ratio"};
+    return {VerdictStatus::kInconclusive, "too few windows to measure the ratio"};
   }
-  if (e.lo >= bar) return {"pass", ""};
+  if (e.lo >= bar) return {VerdictStatus::kPass, ""};
   if (e.hi >= bar) {
-    return {"inconclusive", "the ratio's 90% interval [" + fmt("%.2f", e.lo) + ", " +
+    return {VerdictStatus::kInconclusive, "the ratio's 90% interval [" + fmt("%.2f", e.lo) + ", " +
                                 fmt("%.2f", e.hi) + "] holds the bar " + fmt("%.2f", bar) +
                                 ": the windows vary too much to tell"};
   }
   if (std::isnan(e.control)) {
-    return {"inconclusive",
+    return {VerdictStatus::kInconclusive,
             "too few windows before the fault for a control (3 in each half are needed)"};
   }
   if (e.control < bar) {
-    return {"inconclusive", "without any fault this run's throughput moved as much: the control " +
+    return {VerdictStatus::kInconclusive, "without any fault this run's throughput moved as much: the control " +
                                 fmt("%.2f", e.control) + " is below the bar " + fmt("%.2f", bar)};
   }
   const CpuStretch &b = e.cpu_before, &a = e.cpu_after;
   if (!std::isnan(b.share) && !std::isnan(a.share) && !std::isnan(b.outside) &&
       !std::isnan(a.outside) && a.share < b.share - kShareDrop &&
       a.outside > b.outside + kOutsideRise) {
-    return {"inconclusive",
+    return {VerdictStatus::kInconclusive,
             "the machine took the CPU: the survivors got " + fmt("%.0f%%", a.share * 100) +
                 " of the CPU they wanted after the fault, " + fmt("%.0f%%", b.share * 100) +
                 " before, while load from outside the scenario rose from " +
                 fmt("%.2f", b.outside) + " to " + fmt("%.2f", a.outside) + " CPUs"};
   }
-  return {"fail", ""};
+  return {VerdictStatus::kFail, ""};
 }
 
 }  // namespace mw::harness

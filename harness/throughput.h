@@ -18,6 +18,7 @@
 
 #include "harness/run.h"
 #include "harness/scenario.h"
+#include "harness/verdict_status.h"
 
 namespace mw::harness {
 
@@ -58,7 +59,7 @@ ThroughputEvidence measureThroughput(const Scenario& s, const RunRecord& r,
 //                 from outside the scenario;
 //   inconclusive  otherwise; `why` says which evidence was missing.
 struct ThroughputJudgement {
-  std::string status;  // pass | fail | inconclusive
+  VerdictStatus status = VerdictStatus::kInconclusive;  // pass | fail | inconclusive
   std::string why;     // for inconclusive: the reason; else ""
 };
 ThroughputJudgement judgeThroughput(const ThroughputEvidence& e, double bar);

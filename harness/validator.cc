@@ -152,7 +152,7 @@ void Validator::worlds(const LV* v, const std::string& w, Scenario& s) {
   for (const auto& [name, spec] : v->fields) {
     if (name.rfind("__", 0) == 0) continue;
     const std::string path = "worlds." + name;
-    if (!validWorldName(name)) {
+    if (!mw::validWorldName(name)) {
       error(w, path + ": a world name is 1-128 characters of [A-Za-z0-9_.-]");
     }
     WorldSpec ws;
@@ -163,11 +163,13 @@ void Validator::worlds(const LV* v, const std::string& w, Scenario& s) {
       continue;
     }
     onlyFields(spec, w, path, {"backend", "heartbeat", "op_timeout", "rejoin", "start", "size"});
-    ws.backend = str(spec.get("backend"), w, path + ".backend").value_or("gloo");
-    if (ws.backend != "gloo" && ws.backend != "nccl") {
-      error(w, path + ".backend: expected \"gloo\" or \"nccl\", got \"" + ws.backend + "\"");
+    const std::string backend = str(spec.get("backend"), w, path + ".backend").value_or("gloo");
+    if (auto b = mw::parseBackend(opts_.backend.value_or(backend)); b.ok()) {
+      ws.backend = *b;
     }
-    if (opts_.backend) ws.backend = *opts_.backend;
+    if (!mw::parseBackend(backend).ok()) {
+      error(w, path + ".backend: expected \"gloo\" or \"nccl\", got \"" + backend + "\"");
+    }
     ws.heartbeat = duration(spec.get("heartbeat"), w, path + ".heartbeat").value_or(Ms(1000));
     if (ws.heartbeat < Ms(50)) error(w, path + ".heartbeat: must be at least 50ms");
     ws.op_timeout = duration(spec.get("op_timeout"), w, path + ".op_timeout").value_or(Ms(10000));
@@ -176,13 +178,6 @@ void Validator::worlds(const LV* v, const std::string& w, Scenario& s) {
     if (auto n = num(spec.get("size"), w, path + ".size")) ws.size = static_cast<int>(*n);
     s.worlds[name] = ws;
   }
-}
-
-bool Validator::validWorldName(const std::string& n) {
-  if (n.empty() || n.size() > 128) return false;
-  return std::all_of(n.begin(), n.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-  });
 }
 
 void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
@@ -202,7 +197,7 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
     }
     onlyFields(spec, w, path, {"worlds", "device", "host"});
     r.host = str(spec.get("host"), w, path + ".host").value_or("");
-    if (!r.host.empty() && !validWorldName(r.host)) {
+    if (!r.host.empty() && !mw::validWorldName(r.host)) {
       error(w, path + ".host: a host name is 1-128 characters of [A-Za-z0-9_.-]");
     }
     r.device = str(spec.get("device"), w, path + ".device").value_or("auto");
@@ -285,16 +280,15 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
     const std::string path = "traffic[" + std::to_string(i + 1) + "]";
     const std::string tw = t.whereTag(w);
     TrafficSpec ts;
-    ts.pattern = t.kindTag();
     ts.where = tw;
-    static const std::set<std::string> patterns = {"gather_to_leader", "ring_allreduce",
-                                                   "broadcast", "pipeline"};
-    if (t.t != LV::T::kTable || !patterns.count(ts.pattern)) {
+    const auto pattern = chaos::parseTrafficPattern(t.kindTag());
+    if (t.t != LV::T::kTable || !pattern) {
       error(tw, path +
                     ": expected gather_to_leader{...}, ring_allreduce{...}, broadcast{...} "
                     "or pipeline{...}");
       continue;
     }
+    ts.pattern = *pattern;
     onlyFields(t, tw, path, {"world", "worlds", "bytes", "dtype", "rate", "root"});
     ts.worlds = strList(t.get("worlds"), tw, path + ".worlds");
     if (auto one = str(t.get("world"), tw, path + ".world")) ts.worlds.push_back(*one);
@@ -313,14 +307,16 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
         ts.bytes = *n;
       }
     }
-    ts.dtype = str(t.get("dtype"), tw, path + ".dtype").value_or("float32");
-    static const std::set<std::string> dtypes = {"float32", "float64",  "int32", "int64",
-                                                 "float16", "bfloat16", "uint8"};
-    if (!dtypes.count(ts.dtype)) error(tw, path + ".dtype: unknown dtype \"" + ts.dtype + "\"");
+    const std::string dtype = str(t.get("dtype"), tw, path + ".dtype").value_or("float32");
+    if (auto d = mw::parseDType(dtype); d.ok()) {
+      ts.dtype = *d;
+    } else {
+      error(tw, path + ".dtype: unknown dtype \"" + dtype + "\"");
+    }
     ts.rate = num(t.get("rate"), tw, path + ".rate").value_or(0);
     if (ts.rate < 0) error(tw, path + ".rate: must be >= 0 (0: as fast as possible)");
     ts.root = static_cast<int>(num(t.get("root"), tw, path + ".root").value_or(0));
-    if (ts.pattern == "pipeline") {
+    if (ts.pattern == chaos::TrafficPattern::kPipeline) {
       for (const auto& wn : ts.worlds) {
         auto it = s.worlds.find(wn);
         if (it != s.worlds.end() && it->second.size != 2) {
@@ -338,7 +334,8 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
         if (std::find(other.worlds.begin(), other.worlds.end(), wn) == other.worlds.end()) {
           continue;
         }
-        error(tw, path + ": world '" + wn + "' already carries " + other.pattern + " (" +
+        error(tw, path + ": world '" + wn + "' already carries " +
+                      chaos::trafficPatternName(other.pattern) + " (" +
                       other.where + "); a world carries one traffic pattern");
       }
     }

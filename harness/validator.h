@@ -52,7 +52,6 @@ class Validator {
 
   void worlds(const LV* v, const std::string& w, Scenario& s);
 
-  static bool validWorldName(const std::string& n);
 
   void roles(const LV* v, const std::string& w, Scenario& s);
 
@@ -66,8 +65,17 @@ class Validator {
 
   void timeline(const LV* v, const std::string& w, Scenario& s);
 
-  void network(const LV& act, const std::string& aw, const std::string& path, const Scenario& s,
-               ActionSpec& as);
+  // A fault on a role's process (kill, pause, resume, restart, failpoint, clear_failpoint,
+  // remove_world, add_world), validated against the scenario's roles and worlds.
+  Fault roleFaultOf(FaultKind kind, const LV& act, const std::string& aw, const std::string& path,
+                    const Scenario& s);
+
+  Fault failpoint(FaultKind kind, const LV& act, const std::string& aw, const std::string& path,
+                  const Scenario& s, const std::string& role);
+
+  // A fault on simulated hosts (partition, heal, loss, bandwidth, delay).
+  Fault network(FaultKind kind, const LV& act, const std::string& aw, const std::string& path,
+                const Scenario& s);
 
   // A seeded random schedule of faults (the "nemesis", harness/nemesis.h), validated and drawn
   // here so that the planned timeline is known before the run.
@@ -75,7 +83,8 @@ class Validator {
 
   // "{backend}" in a point name becomes the backend of the world the point names (or of the
   // role's first world); an NCCL error asked of a Gloo world becomes its Gloo equivalent.
-  void expandBackend(const Scenario& s, ActionSpec& as);
+  void expandBackend(const Scenario& s, const std::string& role, std::string& point,
+                     FailMode& mode);
 
   // mode.errno by name: its number, or nullopt (and an error when it is there but unknown).
   // `name` receives the name as written.
@@ -84,11 +93,11 @@ class Validator {
 
   void probabilityAndOnce(const LV& m, const std::string& aw, const std::string& path, FailMode& f);
 
-  void failMode(const LV* m, const std::string& aw, const std::string& path, const Scenario& s,
-                ActionSpec& as);
+  void failMode(const LV* m, const std::string& aw, const std::string& path, FailMode& f);
 
   // A POSIX point fails its call with a pinned errno (libfiu's failinfo), never a random one.
-  void posixMode(const LV* m, const std::string& aw, const std::string& path, ActionSpec& as);
+  void posixMode(const LV* m, const std::string& aw, const std::string& path,
+                 const std::string& point, FailMode& f);
 
   void expect(const LV* v, const std::string& w, Scenario& s);
 

@@ -53,116 +53,143 @@ void Validator::timeline(const LV* v, const std::string& w, Scenario& s) {
       error(aw, path + ": at(time, action) needs an action such as kill(\"b\")");
       continue;
     }
-    ActionSpec as;
-    as.at = t.value_or(Ms(0));
-    as.kind = act->kindTag();
-    as.where = act->whereTag(aw);
+    const std::string kind = act->kindTag();
+    auto fk = parseFaultKind(kind);
+    if (!fk) {
+      error(aw, path + ": unknown action " + kind);
+      continue;
+    }
     if (t && *t > s.duration) {
       error(aw, path + ": at " + std::to_string(t->count()) +
                     " ms is past the end of the scenario (duration " +
                     std::to_string(s.duration.count()) + " ms)");
     }
-    if (as.network()) {
-      network(*act, aw, path, s, as);
-      s.timeline.push_back(as);
-      continue;
-    }
-    as.role = str(act->get("role"), aw, path + " role").value_or("");
-    if (!s.roles.count(as.role)) {
-      error(aw, path + ": " + as.kind + ": no role '" + as.role + "' in roles");
-    }
-    if (as.kind == "kill") {
-      std::string sig = "SIGKILL";
-      if (const LV* v = act->get("signal")) {
-        if (v->t == LV::T::kNum) {
-          sig = std::to_string(static_cast<long>(v->n));
-        } else {
-          sig = str(v, aw, path + " signal").value_or("SIGKILL");
-        }
-      }
-      as.signal = signalNumber(sig, &as.signal_name);
-      if (as.signal == 0) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
-    } else if (as.kind == "failpoint" || as.kind == "clear_failpoint") {
-      as.point = str(act->get("point"), aw, path + " point").value_or("");
-      if (as.point.empty()) error(aw, path + ": " + as.kind + " needs a point name");
-      if (chaos::isPosixPoint(as.point)) {
-        if (auto why = chaos::checkPosixPoint(as.point); !why.empty()) {
-          error(aw, path + ": " + why);
-        } else if (as.kind == "failpoint") {
-          posixMode(act->get("mode"), aw, path, as);
-        }
-      } else {
-        if (as.kind == "failpoint") failMode(act->get("mode"), aw, path, s, as);
-        expandBackend(s, as);
-      }
-    } else if (as.kind == "remove_world" || as.kind == "add_world") {
-      as.world = str(act->get("world"), aw, path + " world").value_or("");
-      auto r = s.roles.find(as.role);
-      if (r != s.roles.end() && !r->second.ranks.count(as.world)) {
-        error(aw, path + ": " + as.kind + ": role '" + as.role + "' is not a member of world '" +
-                      as.world + "'");
-      }
-    } else if (as.kind != "pause" && as.kind != "resume" && as.kind != "restart") {
-      error(aw, path + ": unknown action " + as.kind);
-    }
-    s.timeline.push_back(as);
+    ActionSpec as;
+    as.at = t.value_or(Ms(0));
+    as.where = act->whereTag(aw);
+    as.fault = *fk >= FaultKind::kPartition ? network(*fk, *act, aw, path, s)
+                                            : roleFaultOf(*fk, *act, aw, path, s);
+    s.timeline.push_back(std::move(as));
   }
   std::stable_sort(s.timeline.begin(), s.timeline.end(),
                    [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
 }
 
-void Validator::network(const LV& act, const std::string& aw, const std::string& path,
-                        const Scenario& s, ActionSpec& as) {
+Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& aw,
+                             const std::string& path, const Scenario& s) {
+  const std::string role = str(act.get("role"), aw, path + " role").value_or("");
+  const std::string name = faultKindName(kind);
+  if (!s.roles.count(role)) error(aw, path + ": " + name + ": no role '" + role + "' in roles");
+  switch (kind) {
+    case FaultKind::kKill: {
+      std::string sig = "SIGKILL";
+      if (const LV* v = act.get("signal")) {
+        sig = v->t == LV::T::kNum ? std::to_string(static_cast<long>(v->n))
+                                  : str(v, aw, path + " signal").value_or("SIGKILL");
+      }
+      Kill k{role};
+      k.signal = signalNumber(sig, &k.signal_name);
+      if (k.signal == 0) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
+      return k;
+    }
+    case FaultKind::kPause:
+      return Pause{role};
+    case FaultKind::kResume:
+      return Resume{role};
+    case FaultKind::kRestart:
+      return Restart{role};
+    case FaultKind::kFailpoint:
+    case FaultKind::kClearFailpoint:
+      return failpoint(kind, act, aw, path, s, role);
+    default: {  // remove_world, add_world
+      const std::string world = str(act.get("world"), aw, path + " world").value_or("");
+      auto r = s.roles.find(role);
+      if (r != s.roles.end() && !r->second.ranks.count(world)) {
+        error(aw, path + ": " + name + ": role '" + role + "' is not a member of world '" + world +
+                      "'");
+      }
+      if (kind == FaultKind::kRemoveWorld) return RemoveWorld{role, world};
+      return AddWorld{role, world};
+    }
+  }
+}
+
+Fault Validator::failpoint(FaultKind kind, const LV& act, const std::string& aw,
+                           const std::string& path, const Scenario& s, const std::string& role) {
+  std::string point = str(act.get("point"), aw, path + " point").value_or("");
+  if (point.empty()) error(aw, path + ": " + faultKindName(kind) + " needs a point name");
+  FailMode mode;
+  if (chaos::isPosixPoint(point)) {
+    if (auto why = chaos::checkPosixPoint(point); !why.empty()) {
+      error(aw, path + ": " + why);
+    } else if (kind == FaultKind::kFailpoint) {
+      posixMode(act.get("mode"), aw, path, point, mode);
+    }
+  } else {
+    if (kind == FaultKind::kFailpoint) failMode(act.get("mode"), aw, path, mode);
+    expandBackend(s, role, point, mode);
+  }
+  if (kind == FaultKind::kClearFailpoint) return ClearFailpoint{role, point};
+  return Failpoint{role, point, mode};
+}
+
+Fault Validator::network(FaultKind kind, const LV& act, const std::string& aw,
+                         const std::string& path, const Scenario& s) {
+  const std::string name = faultKindName(kind);
   std::set<std::string> hosts;
   for (const auto& h : s.hosts()) hosts.insert(h);
   if (hosts.empty()) {
-    error(aw, path + ": " + as.kind +
+    error(aw, path + ": " + name +
                   " needs simulated hosts: give each role a host, like "
                   "roles = { a = { host = \"h1\", ... } }");
-    return;
+    return Heal{};
   }
   auto knownHost = [&](const std::string& h, const std::string& p) {
     if (!hosts.count(h))
-      error(aw, path + ": " + as.kind + ": no role is on host '" + h + "' (" + p + ")");
+      error(aw, path + ": " + name + ": no role is on host '" + h + "' (" + p + ")");
   };
-  if (as.kind == "partition") {
+  if (kind == FaultKind::kPartition) {
     onlyFields(act, aw, path + " partition", {"a", "b", "mode", "oneway"});
-    as.hosts_a = strList(act.get("a"), aw, path + " partition.a");
-    as.hosts_b = strList(act.get("b"), aw, path + " partition.b");
-    if (as.hosts_a.empty() || as.hosts_b.empty()) {
+    Partition p;
+    p.a = strList(act.get("a"), aw, path + " partition.a");
+    p.b = strList(act.get("b"), aw, path + " partition.b");
+    if (p.a.empty() || p.b.empty()) {
       error(aw, path + ": partition { a = { hosts }, b = { hosts } } needs both sides");
     }
-    for (const auto& h : as.hosts_a) knownHost(h, "partition.a");
-    for (const auto& h : as.hosts_b) knownHost(h, "partition.b");
+    for (const auto& h : p.a) knownHost(h, "partition.a");
+    for (const auto& h : p.b) knownHost(h, "partition.b");
     std::string mode = str(act.get("mode"), aw, path + " partition.mode").value_or("silent");
     if (mode != "silent" && mode != "loud") {
       error(aw, path + ": partition.mode: expected \"silent\" (drop) or \"loud\" (reset), got \"" +
                     mode + "\"");
     }
-    as.loud = mode == "loud";
-    as.oneway = boolean(act.get("oneway"), aw, path + " partition.oneway").value_or(false);
-    return;
+    p.loud = mode == "loud";
+    p.oneway = boolean(act.get("oneway"), aw, path + " partition.oneway").value_or(false);
+    return p;
   }
-  if (as.kind == "heal") return;
-  as.host = str(act.get("host"), aw, path + " host").value_or("");
-  knownHost(as.host, "host");
-  if (as.kind == "loss") {
+  if (kind == FaultKind::kHeal) return Heal{};
+  const std::string host = str(act.get("host"), aw, path + " host").value_or("");
+  knownHost(host, "host");
+  if (kind == FaultKind::kLoss) {
     auto p = num(act.get("p"), aw, path + " loss probability");
     if (!p || !(*p > 0 && *p < 1)) {
       error(aw, path + ": loss(host, p): p must be a probability in (0, 1), like 0.2");
     }
-    as.loss = p.value_or(0);
-  } else if (as.kind == "bandwidth") {
-    as.rate = str(act.get("rate"), aw, path + " bandwidth rate").value_or("");
-    bool ok = !as.rate.empty() && std::isdigit(static_cast<unsigned char>(as.rate[0]));
-    if (!ok) error(aw, path + ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\"");
-  } else if (as.kind == "delay") {
-    as.delay_ms =
-        static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
-    as.jitter_ms =
-        static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
-    if (as.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+    return Loss{host, p.value_or(0)};
   }
+  if (kind == FaultKind::kBandwidth) {
+    Bandwidth b{host, str(act.get("rate"), aw, path + " bandwidth rate").value_or("")};
+    bool ok = !b.rate.empty() && std::isdigit(static_cast<unsigned char>(b.rate[0]));
+    if (!ok) error(aw, path + ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\"");
+    return b;
+  }
+  Delay d{host};  // delay
+  d.delay_ms =
+      static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
+  d.jitter_ms =
+      static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
+  if (d.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+  return d;
 }
 
 void Validator::nemesis(const LV* v, const std::string& w, Scenario& s) {
@@ -214,26 +241,27 @@ void Validator::nemesis(const LV* v, const std::string& w, Scenario& s) {
                    [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
 }
 
-void Validator::expandBackend(const Scenario& s, ActionSpec& as) {
-  std::string world = as.point.substr(as.point.rfind('/') + 1);
+void Validator::expandBackend(const Scenario& s, const std::string& role, std::string& point,
+                              FailMode& mode) {
+  std::string world = point.substr(point.rfind('/') + 1);
   auto it = s.worlds.find(world);
   if (it == s.worlds.end()) {
-    auto r = s.roles.find(as.role);
+    auto r = s.roles.find(role);
     if (r != s.roles.end() && !r->second.ranks.empty())
       it = s.worlds.find(r->second.ranks.begin()->first);
   }
-  const std::string backend = it != s.worlds.end() ? it->second.backend : "gloo";
-  for (size_t p; (p = as.point.find("{backend}")) != std::string::npos;) {
-    as.point.replace(p, 9, backend);
+  const std::string backend = backendName(it != s.worlds.end() ? it->second.backend : BackendKind::kGloo);
+  for (size_t p; (p = point.find("{backend}")) != std::string::npos;) {
+    point.replace(p, 9, backend);
   }
   // A point written for NCCL (mw/nccl/...) on a world that runs on Gloo.
-  if (backend == "gloo" && as.point.rfind("mw/nccl/", 0) == 0) {
-    as.point = "mw/gloo/" + as.point.substr(8);
-    if (!as.mode.nccl.empty()) {
+  if (backend == "gloo" && point.rfind("mw/nccl/", 0) == 0) {
+    point = "mw/gloo/" + point.substr(8);
+    if (!mode.nccl.empty()) {
       for (const auto& n : kNcclResults) {
-        if (as.mode.nccl == n.name) as.mode.failnum = n.gloo_errno;
+        if (mode.nccl == n.name) mode.failnum = n.gloo_errno;
       }
-      as.mode.failinfo = 0;
+      mode.failinfo = 0;
     }
   }
 }
@@ -260,15 +288,13 @@ void Validator::probabilityAndOnce(const LV& m, const std::string& aw, const std
 }
 
 void Validator::failMode(const LV* m, const std::string& aw, const std::string& path,
-                         const Scenario& s, ActionSpec& as) {
-  (void)s;
+                         FailMode& f) {
   if (m == nullptr) return;
   if (m->t != LV::T::kTable) {
     error(aw, path + ": failpoint mode: expected a table like { errno = \"ECONNRESET\" }");
     return;
   }
   onlyFields(*m, aw, path + " mode", {"errno", "nccl", "failnum", "async", "probability", "once"});
-  FailMode& f = as.mode;
   if (auto e = errnoField(*m, aw, path, &f.errno_name)) f.failnum = *e;
   if (auto n = str(m->get("nccl"), aw, path + " mode.nccl")) {
     f.nccl = *n;
@@ -285,19 +311,18 @@ void Validator::failMode(const LV* m, const std::string& aw, const std::string& 
 }
 
 void Validator::posixMode(const LV* m, const std::string& aw, const std::string& path,
-                          ActionSpec& as) {
+                          const std::string& point, FailMode& f) {
   const std::string example = "{ errno = \"ECONNRESET\" }";
   if (m == nullptr || m->t != LV::T::kTable) {
-    error(aw, path + ": POSIX failpoint " + as.point + " needs a mode like " + example +
+    error(aw, path + ": POSIX failpoint " + point + " needs a mode like " + example +
                   ": the errno its call fails with");
     return;
   }
   onlyFields(*m, aw, path + " mode", {"errno", "probability", "once"});
-  FailMode& f = as.mode;
   if (auto e = errnoField(*m, aw, path, &f.errno_name)) {
     f.failinfo = static_cast<uintptr_t>(*e);
   } else if (f.errno_name.empty()) {
-    error(aw, path + ": POSIX failpoint " + as.point + " needs mode.errno, as in " + example);
+    error(aw, path + ": POSIX failpoint " + point + " needs mode.errno, as in " + example);
   }
   f.failnum = 1;  // the preload only asks whether the point fails; the errno is the failinfo
   probabilityAndOnce(*m, aw, path, f);

@@ -32,6 +32,13 @@ const json& need(const json& j, const char* key, const std::string& where) {
 
 }  // namespace
 
+// The value of a parsed field, or an error naming it.
+template <class T>
+T known(Result<T> r, const std::string& field) {
+  if (!r.ok()) throw std::runtime_error(field + ": " + r.status().message());
+  return *r;
+}
+
 json runJson(const Scenario& s, const RunRecord& r) {
   json run;
   run["duration_s"] = r.duration;
@@ -47,25 +54,26 @@ json runJson(const Scenario& s, const RunRecord& r) {
   run["faults"] = json::array();
   for (const auto& f : r.faults) {
     run["faults"].push_back({{"action", f.action},
-                             {"kind", f.kind},
+                             {"kind", harness::faultKindName(f.kind)},
                              {"role", f.role},
                              {"where", f.where},
                              {"planned_s", r3(f.planned)},
                              {"sent_s", r3(f.sent)},
                              {"acked_s", r3(f.acked)},
-                             {"outcome", f.outcome},
+                             {"outcome", f.outcomeText()},
                              {"note", f.note},
                              {"worlds", f.worlds},
-                             {"ends_role", f.ends_role}});
+                             {"ends_role", f.ends_role},
+                             {"gone_s", r3(f.gone)}});
   }
   run["events"] = json::array();
   for (const auto& e : r.events) {
     run["events"].push_back({{"t_s", r3(e.t)},
                              {"role", e.role},
                              {"world", e.world},
-                             {"kind", e.kind},
+                             {"kind", harness::eventKindText(e.kind)},
                              {"generation", e.generation},
-                             {"cause", e.cause},
+                             {"cause", e.cause == Cause::kNone ? "" : causeName(e.cause)},
                              {"peer", e.peer},
                              {"detail", e.detail},
                              {"in_run", r.inRun(e.t)}});
@@ -124,11 +132,11 @@ json runJson(const Scenario& s, const RunRecord& r) {
   const double warm = static_cast<double>(s.warmup.count()) / 1000.0;
   for (const auto& [name, w] : s.worlds) {
     json wj;
-    wj["backend"] = w.backend;
+    wj["backend"] = backendName(w.backend);
     wj["members"] = s.membersOf(name);
     double broken_at = -1;
     for (const auto& e : r.events) {
-      if (e.world == name && e.kind == "broken" && e.t >= 0 && e.t <= r.elapsed &&
+      if (e.world == name && e.kind == harness::EventKind::kBroken && e.t >= 0 && e.t <= r.elapsed &&
           (broken_at < 0 || e.t < broken_at)) {
         broken_at = e.t;
       }
@@ -159,7 +167,7 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   sc["seed"] = s.seed;
   sc["nemesis"] = s.nemesis.enabled;
   for (const auto& [name, w] : s.worlds) {
-    sc["worlds"][name] = {{"backend", w.backend},
+    sc["worlds"][name] = {{"backend", backendName(w.backend)},
                           {"size", w.size},
                           {"heartbeat_ms", w.heartbeat.count()},
                           {"op_timeout_ms", w.op_timeout.count()},
@@ -172,10 +180,10 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   }
   sc["traffic"] = json::array();
   for (const auto& t : s.traffic) {
-    sc["traffic"].push_back({{"pattern", t.pattern},
+    sc["traffic"].push_back({{"pattern", chaos::trafficPatternName(t.pattern)},
                              {"worlds", t.worlds},
                              {"bytes", t.bytes},
-                             {"dtype", t.dtype},
+                             {"dtype", dtypeName(t.dtype)},
                              {"rate", t.rate},
                              {"root", t.root}});
   }
@@ -184,8 +192,8 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   for (const auto& a : s.timeline) {
     sc["timeline"].push_back({{"at_ms", a.at.count()},
                               {"action", a.describe()},
-                              {"kind", a.kind},
-                              {"role", a.role},
+                              {"kind", harness::faultKindName(a.kind())},
+                              {"role", a.role()},
                               {"where", a.where}});
   }
   json ex;
@@ -210,7 +218,7 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   doc["run"] = runJson(s, r);
   doc["expectations"] = json::array();
   for (const auto& v : verdicts) {
-    json x = {{"name", v.name},         {"world", v.world},         {"status", v.status},
+    json x = {{"name", v.name},         {"world", v.world},         {"status", harness::verdictStatusName(v.status)},
               {"measured", v.measured}, {"threshold", v.threshold}, {"message", v.message},
               {"where", v.where}};
     if (!v.evidence.empty()) {
@@ -220,7 +228,7 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
     }
     doc["expectations"].push_back(x);
   }
-  std::string verdict = harness::overall(verdicts);
+  std::string verdict = harness::verdictStatusName(harness::overall(verdicts));
   if (outcome == "unavailable") verdict = "skipped";
   if (outcome == "harness_error" || outcome == "interrupted") verdict = "error";
   doc["verdict"] = verdict;
@@ -247,7 +255,8 @@ Scenario scenarioFromJson(const json& doc) {
   for (auto it = need(sc, "worlds", "scenario").begin(); it != sc.at("worlds").end(); ++it) {
     harness::WorldSpec w;
     w.name = it.key();
-    w.backend = it.value().value("backend", std::string("gloo"));
+    w.backend = known(parseBackend(it.value().value("backend", std::string("gloo"))),
+                      "scenario.worlds." + w.name + ".backend");
     w.size = it.value().value("size", 0);
     w.heartbeat = harness::Ms(it.value().value("heartbeat_ms", 1000LL));
     w.where = it.value().value("where", std::string());
@@ -261,7 +270,10 @@ Scenario scenarioFromJson(const json& doc) {
   }
   for (const auto& t : sc.value("traffic", json::array())) {
     harness::TrafficSpec ts;
-    ts.pattern = t.value("pattern", std::string());
+    const std::string pattern = t.value("pattern", std::string());
+    const auto p = chaos::parseTrafficPattern(pattern);
+    if (!p) throw std::runtime_error("scenario.traffic: unknown pattern '" + pattern + "'");
+    ts.pattern = *p;
     ts.worlds = t.value("worlds", std::vector<std::string>());
     s.traffic.push_back(ts);
   }
@@ -310,23 +322,30 @@ RunRecord runFromJson(const json& doc) {
   for (const auto& f : run.value("faults", json::array())) {
     FaultRec x;
     x.action = f.value("action", std::string());
-    x.kind = f.value("kind", std::string());
+    const std::string kind = f.value("kind", std::string());
+    const auto fk = harness::parseFaultKind(kind);
+    if (!fk) throw std::runtime_error("run.faults: unknown fault kind '" + kind + "'");
+    x.kind = *fk;
     x.role = f.value("role", std::string());
     x.where = f.value("where", std::string());
     x.planned = f.value("planned_s", 0.0);
     x.sent = f.value("sent_s", -1.0);
     x.acked = f.value("acked_s", -1.0);
-    x.outcome = f.value("outcome", std::string());
+    const std::string outcome = f.value("outcome", std::string("pending"));
+    if (!x.setOutcome(outcome))
+      throw std::runtime_error("run.faults: unknown fault outcome '" + outcome + "'");
     x.note = f.value("note", std::string());
     x.worlds = f.value("worlds", std::vector<std::string>());
     // Reports written before the field existed are judged by the rule the harness used then: a
     // restart, or a kill with any signal but SIGSTOP, SIGCONT, SIGUSR* and SIGHUP.
     const bool legacy_end =
-        x.kind == "restart" || (x.kind == "kill" && x.action.find("SIGSTOP") == std::string::npos &&
+        x.kind == harness::FaultKind::kRestart ||
+        (x.kind == harness::FaultKind::kKill && x.action.find("SIGSTOP") == std::string::npos &&
                                 x.action.find("SIGCONT") == std::string::npos &&
                                 x.action.find("SIGUSR") == std::string::npos &&
                                 x.action.find("SIGHUP") == std::string::npos);
     x.ends_role = f.value("ends_role", legacy_end);
+    x.gone = f.value("gone_s", -1.0);
     r.faults.push_back(x);
   }
   for (const auto& e : run.value("events", json::array())) {
@@ -334,9 +353,13 @@ RunRecord runFromJson(const json& doc) {
     x.t = e.value("t_s", 0.0);
     x.role = e.value("role", std::string());
     x.world = e.value("world", std::string());
-    x.kind = e.value("kind", std::string());
+    const std::string kind = e.value("kind", std::string());
+    const auto ek = harness::parseEventKindText(kind);
+    if (!ek) throw std::runtime_error("run.events: unknown event kind '" + kind + "'");
+    x.kind = *ek;
     x.generation = e.value("generation", 0ULL);
-    x.cause = e.value("cause", std::string());
+    const std::string cause = e.value("cause", std::string());
+    if (!cause.empty()) x.cause = known(parseCause(cause), "run.events: cause");
     x.peer = e.value("peer", -1);
     x.detail = e.value("detail", std::string());
     r.events.push_back(x);
@@ -392,8 +415,11 @@ RunRecord runFromJson(const json& doc) {
 std::vector<Verdict> verdictsFromJson(const json& doc) {
   std::vector<Verdict> out;
   for (const auto& v : doc.value("expectations", json::array())) {
+    const std::string status = v.value("status", std::string());
+    const auto st = harness::parseVerdictStatus(status);
+    if (!st) throw std::runtime_error("expectations: unknown status '" + status + "'");
     Verdict x{v.value("name", std::string()),      v.value("world", std::string()),
-              v.value("status", std::string()),    v.value("measured", std::string()),
+              *st,                                 v.value("measured", std::string()),
               v.value("threshold", std::string()), v.value("message", std::string()),
               v.value("where", std::string()),     {}};
     const json evidence = v.value("evidence", json::object());  // items() of a temporary dangles

@@ -48,7 +48,7 @@ TEST_CASE("each fault is undone after hold, in order, within start and stop",
   for (size_t i = 0; i < v.size(); i += 2) {
     const ActionSpec &on = v[i], &off = v[i + 1];
     CAPTURE(i, on.describe(), off.describe());
-    kinds.insert(on.kind);
+    kinds.insert(faultKindName(on.kind()));
     CHECK(on.at > n.start);
     CHECK(off.at == on.at + n.hold);
     CHECK(off.at <= n.stop);
@@ -59,19 +59,20 @@ TEST_CASE("each fault is undone after hold, in order, within start and stop",
     }
     last_end = off.at;
     CHECK(on.where == "f.lua:3 (nemesis #" + std::to_string(i / 2 + 1) + ")");
-    if (on.kind == "partition") {
-      CHECK(off.kind == "heal");
-      REQUIRE(on.hosts_a.size() == 1);
-      CHECK(on.hosts_b.size() == 2);  // every other host
-      CHECK(std::count(on.hosts_b.begin(), on.hosts_b.end(), on.hosts_a[0]) == 0);
-    } else if (on.kind == "loss") {
-      CHECK(off.kind == "heal");
-      CHECK(on.loss == 0.2);
-      CHECK(std::count(kHosts.begin(), kHosts.end(), on.host) == 1);
+    if (const auto* p = std::get_if<Partition>(&on.fault)) {
+      CHECK(off.kind() == FaultKind::kHeal);
+      REQUIRE(p->a.size() == 1);
+      CHECK(p->b.size() == 2);  // every other host
+      CHECK(std::count(p->b.begin(), p->b.end(), p->a[0]) == 0);
+    } else if (const auto* l = std::get_if<Loss>(&on.fault)) {
+      CHECK(off.kind() == FaultKind::kHeal);
+      CHECK(l->p == 0.2);
+      CHECK(std::count(kHosts.begin(), kHosts.end(), l->host) == 1);
     } else {
-      CHECK(off.kind == (on.kind == "pause" ? "resume" : "restart"));
-      CHECK(off.role == on.role);
-      CHECK(std::count(n.roles.begin(), n.roles.end(), on.role) == 1);
+      CHECK(off.kind() ==
+            (on.kind() == FaultKind::kPause ? FaultKind::kResume : FaultKind::kRestart));
+      CHECK(off.role() == on.role());
+      CHECK(std::count(n.roles.begin(), n.roles.end(), on.role()) == 1);
     }
   }
   CHECK(kinds.size() == 4);  // every kind asked for is drawn in 19 s

@@ -38,9 +38,9 @@ RunRecord aRun(double after_factor) {
   e.t = 2.05;
   e.role = "leader";
   e.world = "w2";
-  e.kind = "broken";
+  e.kind = EventKind::kBroken;
   e.generation = 1;
-  e.cause = "peer_died";
+  e.cause = Cause::kPeerDied;
   e.peer = 1;
   e.detail = "connection closed";
   r.events.push_back(e);
@@ -126,7 +126,7 @@ TEST_CASE("an inconclusive report is a JUnit skip and a GitHub warning", "[harne
     if (v.name.find("throughput") != std::string::npos) tv = &v;
   }
   INFO(tv->message);
-  REQUIRE(tv->status == "inconclusive");
+  REQUIRE(tv->status == VerdictStatus::kInconclusive);
   // The harness error in the run makes the whole verdict fail; without it, inconclusive.
   CHECK(reports::verdictOf(doc) == "fail");
   RunRecord clean = r;

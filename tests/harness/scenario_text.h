@@ -30,11 +30,11 @@ inline LoadedScenario loadText(const std::string& text) {
 inline FaultRec killFault(const std::string& role, double t, std::vector<std::string> worlds) {
   FaultRec f;
   f.action = "kill " + role + " SIGKILL";
-  f.kind = "kill";
+  f.kind = FaultKind::kKill;
   f.role = role;
   f.planned = t;
   f.sent = f.acked = t;
-  f.outcome = "ok";
+  f.outcome = FaultOutcome::kOk;
   f.worlds = std::move(worlds);
   f.ends_role = true;
   return f;

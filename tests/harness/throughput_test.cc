@@ -84,13 +84,13 @@ TEST_CASE("a survivor that keeps its throughput passes", "[harness][throughput]"
   auto all = evaluate(l.scenario, r);
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);
-  CHECK(v.status == "pass");
+  CHECK(v.status == VerdictStatus::kPass);
   CHECK(v.evidence.at("ratio") == Approx(1).margin(0.03));
   CHECK(v.evidence.at("ratio_lo") <= v.evidence.at("ratio"));
   CHECK(v.evidence.at("ratio_hi") >= v.evidence.at("ratio"));
   CHECK(v.evidence.at("control") == Approx(1).margin(0.05));
   CHECK(v.evidence.at("cpu_share_before") == Approx(0.95));
-  CHECK(overall({v}) == "pass");
+  CHECK(overall({v}) == VerdictStatus::kPass);
 }
 
 TEST_CASE("a survivor slowed to a third fails", "[harness][throughput]") {
@@ -99,9 +99,9 @@ TEST_CASE("a survivor slowed to a third fails", "[harness][throughput]") {
   auto all = evaluate(l.scenario, r);
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);
-  CHECK(v.status == "fail");
+  CHECK(v.status == VerdictStatus::kFail);
   CHECK(v.evidence.at("ratio_hi") < 0.9);
-  CHECK(overall({v}) == "fail");
+  CHECK(overall({v}) == VerdictStatus::kFail);
 }
 
 TEST_CASE("a drop within the windows' spread is inconclusive", "[harness][throughput]") {
@@ -115,9 +115,9 @@ TEST_CASE("a drop within the windows' spread is inconclusive", "[harness][throug
   auto all = evaluate(l.scenario, r);
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);
-  CHECK(v.status == "inconclusive");
+  CHECK(v.status == VerdictStatus::kInconclusive);
   CHECK(v.message.find("vary too much") != std::string::npos);
-  CHECK(overall({v}) == "inconclusive");
+  CHECK(overall({v}) == VerdictStatus::kInconclusive);
 }
 
 TEST_CASE("a drop is inconclusive when the control moved as much", "[harness][throughput]") {
@@ -131,7 +131,7 @@ TEST_CASE("a drop is inconclusive when the control moved as much", "[harness][th
   auto all = evaluate(l.scenario, r);
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);
-  CHECK(v.status == "inconclusive");
+  CHECK(v.status == VerdictStatus::kInconclusive);
   CHECK(v.message.find("control") != std::string::npos);
   CHECK(v.evidence.at("control") == Approx(0.5).margin(0.05));
 }
@@ -145,7 +145,7 @@ TEST_CASE("a drop is inconclusive when the machine took the survivors' CPU",
   auto all = evaluate(l.scenario, record(shape));
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);
-  CHECK(v.status == "inconclusive");
+  CHECK(v.status == VerdictStatus::kInconclusive);
   CHECK(v.message.find("machine took the CPU") != std::string::npos);
   CHECK(v.evidence.at("outside_cpus_after") == Approx(1.5).margin(0.1));
   CHECK(v.evidence.at("cpu_share_after") == Approx(0.4).margin(0.01));
@@ -161,7 +161,7 @@ TEST_CASE("a drop fails when the survivors lost CPU to the scenario itself",
   auto all = evaluate(l.scenario, record(shape));
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);
-  CHECK(v.status == "fail");
+  CHECK(v.status == VerdictStatus::kFail);
 }
 
 TEST_CASE("the throughput verdict is the same when judged again", "[harness][throughput]") {
@@ -177,21 +177,21 @@ TEST_CASE("the throughput verdict is the same when judged again", "[harness][thr
 TEST_CASE("judgeThroughput without windows is inconclusive", "[harness][throughput]") {
   ThroughputEvidence e;
   e.lo = e.hi = std::nan("");
-  CHECK(judgeThroughput(e, 0.9).status == "inconclusive");
+  CHECK(judgeThroughput(e, 0.9).status == VerdictStatus::kInconclusive);
 }
 
 TEST_CASE("overall: a failure outranks an inconclusive verdict", "[harness][throughput]") {
   std::vector<Verdict> v(2);
-  v[0].status = "inconclusive";
-  v[1].status = "pass";
-  CHECK(overall(v) == "inconclusive");
-  v[1].status = "fail";
-  CHECK(overall(v) == "fail");
-  v[1].status = "error";
-  CHECK(overall(v) == "fail");
-  v[0].status = "skipped";
-  v[1].status = "pass";
-  CHECK(overall(v) == "pass");
+  v[0].status = VerdictStatus::kInconclusive;
+  v[1].status = VerdictStatus::kPass;
+  CHECK(overall(v) == VerdictStatus::kInconclusive);
+  v[1].status = VerdictStatus::kFail;
+  CHECK(overall(v) == VerdictStatus::kFail);
+  v[1].status = VerdictStatus::kError;
+  CHECK(overall(v) == VerdictStatus::kFail);
+  v[0].status = VerdictStatus::kSkipped;
+  v[1].status = VerdictStatus::kPass;
+  CHECK(overall(v) == VerdictStatus::kPass);
 }
 
 }  // namespace

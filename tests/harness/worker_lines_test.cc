@@ -23,14 +23,17 @@ TEST_CASE("every worker line kind round-trips", "[harness][lines]") {
   CHECK(std::get<Fifo>(roundTrip(Fifo{})).path.empty());
   CHECK(std::get<Ready>(roundTrip(Ready{123456789012345})).t_ns == 123456789012345);
   auto e = std::get<Event>(
-      roundTrip(Event{5, "w1", "broken", 3, "peer_died", 2, "connection reset\nby peer"}));
+      roundTrip(Event{5, "w1", WorldEvent::Kind::kBroken, 3, Cause::kPeerDied, 2,
+                      "connection reset\nby peer"}));
   CHECK(e.world == "w1");
   CHECK(e.generation == 3);
-  CHECK(e.cause == "peer_died");
+  CHECK(e.kind == WorldEvent::Kind::kBroken);
+  CHECK(e.cause == Cause::kPeerDied);
   CHECK(e.peer == 2);
   CHECK(e.detail == "connection reset by peer");  // newlines never split a line
-  auto created = std::get<Event>(roundTrip(Event{6, "w2", "created", 1, "", -1, ""}));
-  CHECK(created.cause.empty());
+  auto created = std::get<Event>(
+      roundTrip(Event{6, "w2", WorldEvent::Kind::kCreated, 1, Cause::kNone, -1, ""}));
+  CHECK(created.cause == Cause::kNone);
   CHECK(created.peer == -1);
   auto m = std::get<Metrics>(roundTrip(Metrics{7, "w1", 2, 1 << 20, 4, 1000, 600}));
   CHECK(m.bytes == 1 << 20);
@@ -55,7 +58,8 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[harness][line
         Case{"ready soon", "time 'soon'"}, Case{"event 1 w1 broken", "missing generation"},
         Case{"cpu 1 -", "cpu_ns '-'"}, Case{"cpu 1 99999999999999999999 0", "cpu_ns"},
         Case{"fifo", "missing path"}, Case{"hello world", "unknown kind 'hello'"},
-        Case{"", "unknown kind ''"}}) {
+        Case{"", "unknown kind ''"}, Case{"event 1 w1 exploded 1 - -1 x", "unknown kind 'exploded'"},
+        Case{"event 1 w1 broken 1 peer_exploded 2 x", "unknown cause 'peer_exploded'"}}) {
     auto r = parse(c.line);
     CAPTURE(c.line);
     REQUIRE_FALSE(r.ok());

@@ -216,3 +216,21 @@ TEST_CASE("deadlines saturate: Deadline::max() never comes, Deadline::min() has 
   CHECK((*client)->get("missing", mw::Deadline::min()).status().code() == mw::Code::kTimeout);
   CHECK(mw::Clock::now() - t0 < 5s);
 }
+
+TEST_CASE("the world name rule and the cause names that the harness reuses", "[runtime][badinput]") {
+  CHECK(mw::validWorldName("w1"));
+  CHECK(mw::validWorldName("a.b-c_D9"));
+  CHECK(mw::validWorldName(std::string(128, 'x')));
+  CHECK_FALSE(mw::validWorldName(""));
+  CHECK_FALSE(mw::validWorldName(std::string(129, 'x')));
+  CHECK_FALSE(mw::validWorldName("w 1"));
+  CHECK_FALSE(mw::validWorldName("w/1"));
+  for (int c = 0; c <= static_cast<int>(mw::Cause::kPeerLeft); ++c) {
+    const auto cause = static_cast<mw::Cause>(c);
+    CHECK(mw::parseCause(mw::causeName(cause)).value() == cause);
+  }
+  auto bad = mw::parseCause("peer_exploded");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == mw::Code::kInvalidArgument);
+  CHECK_THAT(bad.status().message(), Contains("peer_exploded"));
+}

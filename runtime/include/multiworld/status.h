@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -145,6 +146,9 @@ class [[nodiscard]] Result {
  private:
   std::variant<T, Status> v_;
 };
+
+// The cause named `name` as causeName prints it; kInvalidArgument for any other name.
+Result<Cause> parseCause(std::string_view name);
 
 }  // namespace mw
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "multiworld/status.h"
@@ -36,6 +37,9 @@ enum class BackendKind : uint8_t { kGloo = 0, kNccl = 1 };
 const char* backendName(BackendKind b);
 // Parses "gloo" or "nccl". kInvalidArgument otherwise.
 Result<BackendKind> parseBackend(const std::string& name);
+
+// Whether `name` follows the rule for world names: 1..128 characters of [A-Za-z0-9_.-]. Pure.
+bool validWorldName(std::string_view name);
 
 enum class WorldState : uint8_t { kJoining = 0, kHealthy = 1, kBroken = 2, kRemoved = 3 };
 // "joining", "healthy", "broken", "removed".

@@ -38,6 +38,13 @@ const char* causeName(Cause cause) {
   return "unknown";
 }
 
+Result<Cause> parseCause(std::string_view name) {
+  for (int c = 0; c <= static_cast<int>(Cause::kPeerLeft); ++c) {
+    if (name == causeName(static_cast<Cause>(c))) return static_cast<Cause>(c);
+  }
+  return Status(Code::kInvalidArgument, "unknown cause '" + std::string(name) + "'");
+}
+
 Status Status::worldBroken(const BrokenInfo& info) {
   std::ostringstream msg;
   msg << "world '" << info.world << "' is broken (" << causeName(info.cause);

@@ -78,20 +78,20 @@ void SubscriptionImpl::push(const WorldEvent& e) {
 
 }  // namespace detail
 
-namespace {
-
-Status invalid(const std::string& what) { return Status(Code::kInvalidArgument, what); }
-
-bool validName(const std::string& n) {
+bool validWorldName(std::string_view n) {
   if (n.empty() || n.size() > 128) return false;
   return std::all_of(n.begin(), n.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
   });
 }
 
+namespace {
+
+Status invalid(const std::string& what) { return Status(Code::kInvalidArgument, what); }
+
 Status validate(const WorldOptions& o) {
   using std::chrono::milliseconds;
-  if (!validName(o.name)) {
+  if (!validWorldName(o.name)) {
     return invalid("world name '" + o.name + "' must be 1-128 characters of [A-Za-z0-9_.-]");
   }
   const std::string w = "world '" + o.name + "': ";
