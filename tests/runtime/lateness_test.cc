@@ -66,3 +66,34 @@ TEST_CASE("Instant::now reads the thread's CPU time", "[runtime][lateness]") {
   CHECK(b.cpu > a.cpu);
   CHECK(b.wall >= a.wall);
 }
+
+TEST_CASE("lateness counts against a silence only when it came after the last contact",
+          "[runtime][lateness]") {
+  // The fault test "a process stopped as a whole..." broke a world when the stop came between a
+  // world's first contact (stamped by the joining thread) and the watchdog's first look at it:
+  // the stop was then booked before the contact. since(t) places each stretch in time.
+  LatenessMeter m;
+  m.sleeping(at(0ms, 0ms), kT0 + 100ms);
+  m.woke(at(1100ms, 0ms));  // stopped from 100 ms to 1100 ms
+  CHECK(m.total() == 1000ms);
+  CHECK(m.since(kT0 + 50ms) == 1000ms);   // heard before the stop, learned of after it
+  CHECK(m.since(kT0 + 600ms) == 500ms);   // heard in the middle of it
+  CHECK(m.since(kT0 + 1100ms) == 0ms);    // heard after it
+  // Off the CPU while running: placed at the end of the stretch, the most it can discount.
+  m.ran(at(2000ms, 400ms));  // 500 ms off the CPU between 1100 ms and 2000 ms
+  CHECK(m.total() == 1500ms);
+  CHECK(m.since(kT0 + 1500ms) == 500ms);
+  CHECK(m.since(kT0 + 1800ms) == 200ms);
+}
+
+TEST_CASE("the meter remembers the last kHistory stretches exactly", "[runtime][lateness]") {
+  LatenessMeter m;
+  for (int i = 0; i < 100; ++i) {  // 100 sleeps of 50 ms that each end 10 ms late
+    const auto base = std::chrono::milliseconds(60 * i);
+    m.sleeping(at(base, 0ms), kT0 + base + 50ms);
+    m.woke(at(base + 60ms, 0ms));
+  }
+  CHECK(m.total() == 1000ms);
+  CHECK(m.since(kT0 + 5400ms) == 100ms);  // the last 10 stretches
+  CHECK(m.since(kT0) == 10ms * static_cast<int>(LatenessMeter::kHistory));
+}

@@ -17,12 +17,19 @@
 //     a judge kept busy still counts silence at full rate.
 // A judge calls ran() with the instant it judges by, so that no lateness before it goes uncounted.
 //
+// Lateness is kept with the time it happened, so that a judge can ask for what accrued after a
+// peer was last heard (since(heard)) whenever it learns of that instant: a judge that learned of
+// a contact only after a stop (a world's first contact is stamped by the thread that joined it)
+// once counted that stop as before the contact, and broke the world on resume.
+//
 // Thread rules: one thread (the judge's own).
 #pragma once
 
 #include <time.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 
 #include "multiworld/status.h"
 
@@ -51,7 +58,9 @@ class LatenessMeter {
   void ran(const Instant& t) {
     if (awake_) {
       const Clock::duration off = (t.wall - since_.wall) - (t.cpu - since_.cpu);
-      if (off > kSlack) total_ += off;
+      // Where in the stretch the thread was off its CPU is not known: the latest place, which
+      // discounts the most from a silence that began within the stretch.
+      if (off > kSlack) accrue(t.wall - off, t.wall);
     }
     awake_ = true;
     since_ = t;
@@ -66,7 +75,7 @@ class LatenessMeter {
   // lateness. A thread woken early by an event accrues none.
   void woke(const Instant& t) {
     if (planned_ != Clock::time_point::max() && t.wall > planned_ + kSlack) {
-      total_ += t.wall - planned_;
+      accrue(planned_, t.wall);
     }
     planned_ = Clock::time_point::max();
     awake_ = true;
@@ -74,6 +83,18 @@ class LatenessMeter {
   }
   // Lateness accrued since this meter was made.
   Clock::duration total() const { return total_; }
+
+  // Lateness accrued after `t`: the part of each recorded stretch that lies after it. Exact for
+  // the last kHistory stretches; older ones count as wholly before `t` (a judge asks about
+  // instants within a few heartbeat timeouts).
+  Clock::duration since(Clock::time_point t) const {
+    Clock::duration after{0};
+    for (size_t i = 0; i < std::min(count_, kHistory); ++i) {
+      const Stretch& s = recent_[i];
+      if (s.to > t) after += s.to - std::max(s.from, t);
+    }
+    return after;
+  }
 
   // The time a peer confirmed silent must have been silent beyond its timeout, over time the judge
   // ran on schedule: a suspicion (silence past the timeout) holds this much longer before a world
@@ -83,11 +104,24 @@ class LatenessMeter {
     return std::min<Clock::duration>(timeout / 5, std::chrono::milliseconds(100));
   }
 
+  static constexpr size_t kHistory = 64;
+
  private:
+  // A stretch of wall time in which the thread was kept from running.
+  struct Stretch {
+    Clock::time_point from, to;
+  };
+  void accrue(Clock::time_point from, Clock::time_point to) {
+    total_ += to - from;
+    recent_[count_++ % kHistory] = {from, to};
+  }
+
   Clock::time_point planned_ = Clock::time_point::max();
   bool awake_ = false;  // between woke() or ran() and sleeping()
   Instant since_{};     // when the current stretch of running was last measured
   Clock::duration total_{0};
+  std::array<Stretch, kHistory> recent_{};  // the last kHistory stretches, a ring
+  size_t count_ = 0;                        // stretches recorded
 };
 
 }  // namespace mw::detail

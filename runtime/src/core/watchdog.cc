@@ -94,20 +94,15 @@ int Watchdog::pollTimeoutMs(Clock::time_point now) const {
   return static_cast<int>(std::min<long long>(waitMillis(next - now).count(), 1000));
 }
 
-Clock::duration Watchdog::silence(Entry& e, Clock::time_point now) const {
+Clock::duration Watchdog::silence(const Entry& e, Clock::time_point now) const {
   const Clock::time_point heard = e.world->link()->lastHeard();
-  if (heard != e.heard) {
-    e.heard = heard;
-    e.late_at_heard = lateness_.total();
-  }
-  return now - heard - (lateness_.total() - e.late_at_heard);
+  return now - heard - lateness_.since(heard);
 }
 
 Clock::time_point Watchdog::silenceDeadline(const Entry& e) const {
   MemberLink* link = e.world->link();
-  const Clock::duration late =
-      link->lastHeard() == e.heard ? lateness_.total() - e.late_at_heard : Clock::duration::zero();
-  return link->lastHeard() + late + link->heartbeatTimeout() +
+  const Clock::time_point heard = link->lastHeard();
+  return heard + lateness_.since(heard) + link->heartbeatTimeout() +
          LatenessMeter::confirmation(link->heartbeatTimeout());
 }
 

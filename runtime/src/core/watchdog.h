@@ -41,10 +41,7 @@ class Watchdog {
     bool fresh = true;
     // Connecting (addJoining): heartbeats only; the link is neither polled nor read.
     bool joining = false;
-    // The link's lastHeard() when last seen, and this thread's lateness then (see lateness.h).
     bool reported = false;  // a local break was reported to the store
-    Clock::time_point heard{};
-    Clock::duration late_at_heard{0};
   };
 
   void loop(std::stop_token st);
@@ -52,7 +49,7 @@ class Watchdog {
   bool service(Entry& e, short revents, Clock::time_point now);
   int pollTimeoutMs(Clock::time_point now) const;
   // How long the store has been silent over time this thread ran on schedule.
-  Clock::duration silence(Entry& e, Clock::time_point now) const;
+  Clock::duration silence(const Entry& e, Clock::time_point now) const;
   // When the store's silence would confirm the world lost, if nothing is heard before.
   Clock::time_point silenceDeadline(const Entry& e) const;
 

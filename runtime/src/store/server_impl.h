@@ -62,7 +62,6 @@ struct Conn {
   int rank = -1;  // member rank, -1 for plain clients
   bool reported_broken = false;
   Clock::time_point last_heard{};
-  Clock::duration late_at_heard{0};  // the server thread's lateness at last_heard (lateness.h)
   Clock::time_point linger_until{};
   std::optional<PendingWait> wait;
 };
@@ -154,11 +153,10 @@ class Server final : public StoreServer {
   // Records that member `c` was heard from at `now`.
   void heard(Conn& c, Clock::time_point now) {
     c.last_heard = now;
-    c.late_at_heard = lateness_.total();
   }
   // How long member `c` has been silent over time this thread ran on schedule.
   Clock::duration silence(const Conn& c, Clock::time_point now) const {
-    return now - c.last_heard - (lateness_.total() - c.late_at_heard);
+    return now - c.last_heard - lateness_.since(c.last_heard);
   }
   // The silence after which a member is declared lost: the timeout and its confirmation.
   Clock::duration silenceLimit() const {

@@ -79,7 +79,7 @@ Clock::time_point Server::nextTimer() const {
       has_members = true;
       if (assembled_) {
         next =
-            std::min(next, c->last_heard + (lateness_.total() - c->late_at_heard) + silenceLimit());
+            std::min(next, c->last_heard + lateness_.since(c->last_heard) + silenceLimit());
       }
     }
   }
