@@ -1,0 +1,85 @@
+// Shared pieces of the multiworld_native._core binding: timeouts, errors, tensor views, waits.
+// The binding is thin: every decision about worlds, tensors and failures is the C++ runtime's.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+
+namespace mwpy {
+
+namespace nb = nanobind;
+
+// The deadline `timeout` seconds from now: None is never; 0 or negative is already past.
+// Raises ValueError for NaN.
+mw::Deadline deadlineFrom(std::optional<double> timeout);
+
+// A steady_clock time as float seconds, comparable with Python's time.monotonic() (both read
+// CLOCK_MONOTONIC on Linux).
+double monotonicSeconds(mw::Clock::time_point t);
+
+// The Python exception object for a non-OK status (GIL held):
+//   kWorldBroken -> multiworld_native.BrokenWorldError(world, cause, rank, detected_at, detail)
+//   kTimeout -> TimeoutError, kInvalidArgument -> ValueError,
+//   anything else -> multiworld_native.MultiworldError(code=<codeName>).
+// Every one carries `code` (the runtime's code name) and the status text as its message.
+nb::object exceptionFor(const mw::Status& s);
+// Raises exceptionFor(s) (GIL held). REQUIRES: !s.ok().
+[[noreturn]] void raiseStatus(const mw::Status& s);
+inline void check(const mw::Status& s) {
+  if (!s.ok()) raiseStatus(s);
+}
+
+// What a submitted operation borrows from Python: the argument objects and their DLPack views.
+// Held by the Work wrapper (or the parked list) until the operation has completed.
+struct Borrowed {
+  std::vector<nb::object> objects;
+  std::vector<nb::ndarray<>> arrays;
+};
+
+// A zero-copy view of the tensor `obj` (a torch tensor or anything with __dlpack__ or the buffer
+// protocol): data pointer, dtype, element count and device of its memory. Appends what must stay
+// alive to `keep`. Raises TypeError when `obj` is no tensor, ValueError naming `arg` when it is
+// not contiguous, has a dtype libmultiworld lacks, or lives on a device other than cpu/cuda:N.
+mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep);
+
+// Waits for `w` until `deadline` with the GIL released, waking every 200 ms to let the main
+// thread's signal handlers run (Ctrl-C raises KeyboardInterrupt there). Returns the operation's
+// status, or kTimeout when `deadline` passed first. Throws nb::python_error when a handler raised.
+mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline);
+
+// Hands `b` to the module's parked list while `w` is pending (a Work wrapper dropped early, a
+// blocking call interrupted); parked entries are released once their operation has completed.
+// GIL held.
+void park(const mw::Work& w, Borrowed&& b);
+// Releases the parked entries whose operation completed. GIL held.
+void pruneParked();
+size_t parkedCount();
+
+// The Python WorldManager: owns one mw::WorldManager (module.cc).
+struct PyManager {
+  std::unique_ptr<mw::WorldManager> manager;
+  PyManager();
+  // Destroys the manager (removing every world) with the GIL released.
+  ~PyManager();
+  mw::WorldManager& get() const { return *manager; }
+};
+
+// `v` as an int; ValueError naming `what` when it does not fit.
+int toInt(int64_t v, const char* what);
+
+// A Python Work for `w` that holds `b` until the operation completes (communicator.cc).
+nb::object makeWork(mw::Work w, Borrowed&& b);
+
+// Registers WorldManager, WorldInfo, WorldEvent and Events (module.cc).
+void bindManager(nb::module_& m);
+// Registers Communicator, Work and wait_any (communicator.cc).
+void bindCommunicator(nb::module_& m);
+
+}  // namespace mwpy

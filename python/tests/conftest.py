@@ -1,0 +1,74 @@
+"""Shared helpers: worlds whose ranks are threads of the test process, each rank with its own
+WorldManager (the binding releases the GIL in every blocking call, so the threads progress)."""
+
+import itertools
+import threading
+
+import pytest
+
+import multiworld_native as mw
+
+_names = itertools.count()
+
+
+def unique_name(prefix="w"):
+    return f"{prefix}{next(_names)}"
+
+
+class LocalWorld:
+    """`size` ranks of one world, rank i with its own manager and communicator."""
+
+    def __init__(self, size, name=None, **options):
+        self.name = name or unique_name()
+        self.size = size
+        self.managers = [mw.WorldManager() for _ in range(size)]
+        self.comms = [mw.Communicator(m) for m in self.managers]
+        joins = [self.managers[0].initialize_world(self.name, 0, size, port=0, timeout=20,
+                                                   async_op=True, **options)]
+        self.port = self.managers[0].store_port(self.name, 10)
+        for r in range(1, size):
+            joins.append(self.managers[r].initialize_world(
+                self.name, r, size, port=self.port, timeout=20, async_op=True, **options))
+        for j in joins:
+            assert j.wait(30) is True
+
+    def run(self, fn, timeout=30):
+        """Runs fn(rank, comm) on one thread per rank; returns the results by rank and re-raises
+        the first exception of any rank."""
+        results = [None] * self.size
+        errors = [None] * self.size
+
+        def body(r):
+            try:
+                results[r] = fn(r, self.comms[r])
+            except BaseException as e:  # noqa: BLE001 - handed to the test thread
+                errors[r] = e
+
+        threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(self.size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout)
+            assert not t.is_alive(), "a rank hung"
+        for e in errors:
+            if e is not None:
+                raise e
+        return results
+
+    def close(self):
+        for m in self.managers:
+            m.close()
+
+
+@pytest.fixture(scope="module")
+def world2():
+    w = LocalWorld(2)
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def world3():
+    w = LocalWorld(3)
+    yield w
+    w.close()

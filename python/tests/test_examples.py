@@ -1,0 +1,32 @@
+"""The examples people read are run here: examples/python/*.py, and every ```python block of the
+README and docs/python.md."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "python.md"]
+
+
+def python_blocks(path):
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_doc_python_blocks_run(doc):
+    blocks = python_blocks(doc)
+    assert blocks, f"{doc} has no python example"
+    for code in blocks:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_leader_two_worlds_example():
+    script = ROOT / "examples" / "python" / "leader_two_worlds.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "world w2 broke (peer_died, rank 1)" in out.stdout
+    assert "after w2 broke" in out.stdout
