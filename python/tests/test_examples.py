@@ -30,3 +30,14 @@ def test_leader_two_worlds_example():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "world w2 broke (peer_died, rank 1)" in out.stdout
     assert "after w2 broke" in out.stdout
+
+
+def test_multiworld_compat_leader_example():
+    """The original MultiWorld leader example, ported with one import changed; world2's worker is
+    SIGKILLed and world1 keeps streaming."""
+    script = ROOT / "examples" / "python" / "multiworld_compat_leader.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "caught an exception: world2 broken: " in out.stdout
+    assert "world2 broken: True, world1 broken: False" in out.stdout
