@@ -1,7 +1,8 @@
 """A member of one world in its own process, for test_fault.py (no torch: buffer-protocol arrays).
 
     python fault_worker.py WORLD PORT reduce N  -- rank 1 of 2: N all_reduces, then a recv
-    python fault_worker.py WORLD PORT idle      -- rank 1 of 2: blocks in a recv
+    python fault_worker.py WORLD PORT idle [HB] -- rank 1 of 2: blocks in a recv (heartbeat
+                                                   timeout HB seconds, default 1)
 """
 
 import array
@@ -13,7 +14,8 @@ import multiworld_native as mw
 def main():
     world, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     manager = mw.WorldManager()
-    manager.initialize_world(world, 1, 2, port=port, timeout=30)
+    heartbeat = float(sys.argv[4]) if mode == "idle" and len(sys.argv) > 4 else 1.0
+    manager.initialize_world(world, 1, 2, port=port, timeout=30, heartbeat_timeout=heartbeat)
     comm = mw.Communicator(manager)
     if mode == "reduce":
         for _ in range(int(sys.argv[4])):

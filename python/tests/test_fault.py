@@ -71,3 +71,61 @@ def test_killed_worker_breaks_only_its_world():
                 p.kill()
             p.wait(10)
         leader.close()
+
+
+def test_stopped_worker_breaks_its_world_after_the_heartbeat_timeout():
+    """SIGSTOP closes nothing: the leader learns of it from the worker's silence, after the
+    world's heartbeat timeout (0.5 s here), and only that world breaks."""
+    leader = mw.WorldManager()
+    comm = mw.Communicator(leader)
+    join1, p1 = spawn(leader, "s1", "reduce", "4")
+    join2 = leader.initialize_world("s2", 0, 2, port=0, timeout=30, heartbeat_timeout=0.5,
+                                    async_op=True)
+    p2 = subprocess.Popen([sys.executable, WORKER, "s2", str(leader.store_port("s2", 10)),
+                           "idle", "0.5"])
+    try:
+        assert join1.wait(30) and join2.wait(30)
+        pending = comm.irecv("s2", torch.zeros(1), 1)
+        stopped_at = time.monotonic()
+        os.kill(p2.pid, signal.SIGSTOP)
+        with pytest.raises(mw.BrokenWorldError) as e:
+            pending.wait(timeout=10)
+        err = e.value
+        assert err.world == "s2" and err.cause == "peer_silent"
+        # Not before the timeout: silence is judged, not guessed. (No upper bound here: the
+        # detection time is measured in bench/, not in a test.)
+        assert err.detected_at - stopped_at >= 0.45
+        for _ in range(4):  # s1 goes on
+            t = torch.ones(4)
+            comm.all_reduce("s1", t)
+            assert torch.equal(t, torch.full((4,), 2.0))
+        assert leader.world("s1").state == "healthy"
+        comm.send("s1", torch.zeros(1), 1, tag=9)
+        assert p1.wait(20) == 0
+    finally:
+        for p in (p1, p2):
+            if p.poll() is None:
+                p.kill()  # SIGKILL ends a stopped process too
+            p.wait(10)
+        leader.close()
+
+
+def _fds_and_threads():
+    return len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))
+
+
+def test_remove_and_recreate_a_name_100_times_leaves_fds_and_threads_flat():
+    manager = mw.WorldManager()
+    comm = mw.Communicator(manager)
+    manager.initialize_world("again", 0, 1)
+    manager.remove_world("again")
+    before = _fds_and_threads()
+    for i in range(100):
+        manager.initialize_world("again", 0, 1)
+        t = torch.full((2,), float(i))
+        comm.all_reduce("again", t)
+        assert t.tolist() == [float(i)] * 2
+        manager.remove_world("again")
+    assert _fds_and_threads() == before
+    assert manager.worlds() == []
+    manager.close()
