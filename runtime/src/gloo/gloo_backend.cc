@@ -81,6 +81,11 @@ constexpr auto kQuietGrace = std::chrono::milliseconds(100);
 // A failure breaks the world, which aborts us, possibly on another thread (the one that saw the
 // failure first); how long a failed operation waits for that abort before it lets go regardless.
 constexpr auto kAbortLimit = std::chrono::milliseconds(5000);
+// Gloo's ring all_reduce waits on its buffers several times and ignores an interrupted wait;
+// each abortWaitSend/abortWaitRecv is consumed by the next wait and cleared, so the wait after it
+// blocked until the operation's deadline (a resumed member stayed in all_reduce for seconds). After
+// an abort, the aborts are re-armed this often until the operation has left Gloo.
+constexpr auto kRearmEvery = std::chrono::milliseconds(2);
 
 class GlooBackend final : public Backend,
                           public WorkDriver,
@@ -396,6 +401,12 @@ void GlooBackend::completerLoop(std::stop_token st) {
       if (--p2p_running_ == 0 && shut_down_) cv_.notify_all();
       continue;
     }
+    if (abort_reason_ && executing_) {  // see kRearmEvery
+      lock.unlock();
+      channel_.abortAll();
+      lock.lock();
+      next = std::min(next, Clock::now() + kRearmEvery);
+    }
     if (next != Clock::time_point::max()) completer_wake_.at(next);
     // As in executorLoop: every change looked at above is followed by a wake-up made after it,
     // which stays pending until the next wait.
@@ -535,6 +546,7 @@ void GlooBackend::abort(const Status& reason) {
   sockets_.shutdownAll();
   cut_.store(true);
   wake_.now();
+  completer_wake_.now();  // it re-arms the aborts while an operation is still in Gloo
 }
 
 void GlooBackend::shutdown() {
@@ -557,9 +569,15 @@ void GlooBackend::shutdown() {
   if (executor_.joinable()) executor_.join();
   if (completer_.joinable()) completer_.join();
   {
-    // A thread running an operation inline finishes it promptly now that we are aborted.
+    // A thread running an operation inline finishes it promptly now that we are aborted (the
+    // completer is gone: the aborts are re-armed here, see kRearmEvery).
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !executing_ && p2p_running_ == 0; });
+    const auto idle = [&] { return !executing_ && p2p_running_ == 0; };
+    while (!cv_.wait_for(lock, kRearmEvery, idle)) {
+      lock.unlock();
+      channel_.abortAll();
+      lock.lock();
+    }
     buryLocked(lock);
   }
   waitConnectionsQuiet();
