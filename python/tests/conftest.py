@@ -11,6 +11,31 @@ import multiworld_native as mw
 _names = itertools.count()
 
 
+def run_threads(fns, timeout=30):
+    """Runs each of `fns` (no arguments) on a thread of its own; returns their results in order
+    and re-raises the first exception any of them raised. Fails when one is still running after
+    `timeout` seconds."""
+    results = [None] * len(fns)
+    errors = [None] * len(fns)
+
+    def body(i):
+        try:
+            results[i] = fns[i]()
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            errors[i] = e
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(fns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        assert not t.is_alive(), "a rank hung"
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
 def unique_name(prefix="w"):
     return f"{prefix}{next(_names)}"
 
@@ -35,25 +60,8 @@ class LocalWorld:
     def run(self, fn, timeout=30):
         """Runs fn(rank, comm) on one thread per rank; returns the results by rank and re-raises
         the first exception of any rank."""
-        results = [None] * self.size
-        errors = [None] * self.size
-
-        def body(r):
-            try:
-                results[r] = fn(r, self.comms[r])
-            except BaseException as e:  # noqa: BLE001 - handed to the test thread
-                errors[r] = e
-
-        threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(self.size)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout)
-            assert not t.is_alive(), "a rank hung"
-        for e in errors:
-            if e is not None:
-                raise e
-        return results
+        return run_threads([lambda r=r: fn(r, self.comms[r]) for r in range(self.size)],
+                           timeout)
 
     def close(self):
         for m in self.managers:

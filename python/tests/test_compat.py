@@ -11,15 +11,14 @@ import torch.distributed as dist
 from multiworld_native import BrokenWorldError
 from multiworld_native.compat import BrokenWorldException, WorldManager
 
-from conftest import unique_name
+from conftest import run_threads, unique_name
 
 
 def two_ranks(body, timeout=30):
-    """Runs the coroutine body(rank, manager, world, port_box) for ranks 0 and 1 on two threads."""
+    """Runs the coroutine body(rank, manager, world) for ranks 0 and 1 on two threads."""
     world = unique_name("compat")
     port = {}
     ready = threading.Event()
-    results, errors = [None, None], [None, None]
 
     async def rank_main(r):
         m = WorldManager()
@@ -38,22 +37,7 @@ def two_ranks(body, timeout=30):
         finally:
             m._native.close()
 
-    def thread(r):
-        try:
-            results[r] = asyncio.run(rank_main(r))
-        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
-            errors[r] = e
-
-    ts = [threading.Thread(target=thread, args=(r,), daemon=True) for r in (0, 1)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout)
-        assert not t.is_alive(), "a rank hung"
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
+    return run_threads([lambda r=r: asyncio.run(rank_main(r)) for r in (0, 1)], timeout)
 
 
 def test_every_coroutine_matches_torch():

@@ -23,11 +23,17 @@ def test_doc_python_blocks_run(doc):
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_leader_two_worlds_example():
-    script = ROOT / "examples" / "python" / "leader_two_worlds.py"
+def run_example(name):
+    """Runs examples/python/<name> and returns its stdout; fails on a non-zero exit."""
+    script = ROOT / "examples" / "python" / name
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+def test_leader_two_worlds_example():
+    out = run_example("leader_two_worlds.py")
     assert "world w2 broke (peer_died, rank 1)" in out.stdout
     assert "after w2 broke" in out.stdout
 
@@ -35,9 +41,6 @@ def test_leader_two_worlds_example():
 def test_multiworld_compat_leader_example():
     """The original MultiWorld leader example, ported with one import changed; world2's worker is
     SIGKILLed and world1 keeps streaming."""
-    script = ROOT / "examples" / "python" / "multiworld_compat_leader.py"
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=90)
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_example("multiworld_compat_leader.py")
     assert "caught an exception: world2 broken: " in out.stdout
     assert "world2 broken: True, world1 broken: False" in out.stdout
