@@ -7,7 +7,9 @@
 //   traffic <world> <ok_ops> <status> <t_ns>  a traffic loop ended (t_ns: when)
 // Usage: mw_test_worker --join NAME:RANK:SIZE:PORT[:HEARTBEAT_MS] ...
 //                       [--send NAME:PEER:BYTES] [--recv NAME:PEER:BYTES] [--exit-after-ms N]
-//                       [--allreduce NAME:FLOATS] (float32 all_reduce in a loop)
+//                       [--allreduce NAME:FLOATS] (float32 all_reduce of ones in a loop; a
+//                       call that succeeds with any element other than the world's size ends
+//                       the loop with status "wrong_result")
 //                       [--failpoint POINT:FAILNUM] (enabled once every world joined; needs a
 //                       runtime built with failpoints; prints "enabled <point> <t_ns>")
 //                       [--store-fds N] (first: hosts a StoreServer with token "fuzz-token",
@@ -16,6 +18,7 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,11 +51,13 @@ struct Traffic {
   enum Kind { kSend, kRecv, kAllReduce } kind;
   std::string world;
   int peer;
-  size_t bytes;  // elements for kAllReduce
+  size_t bytes;    // elements for kAllReduce
+  int members = 0;  // the world's size, for kAllReduce
 };
 
+// One operation; `wrong` is set when an all_reduce succeeded with a wrong sum.
 mw::Status runOnce(mw::Communicator& comm, const Traffic& t, std::vector<char>& bytes,
-                   std::vector<float>& floats) {
+                   std::vector<float>& floats, bool& wrong) {
   auto tensor = mw::Tensor{bytes.data(), mw::DType::kUInt8, bytes.size(), mw::Device::cpu()};
   switch (t.kind) {
     case Traffic::kSend:
@@ -60,8 +65,14 @@ mw::Status runOnce(mw::Communicator& comm, const Traffic& t, std::vector<char>& 
     case Traffic::kRecv:
       return comm.recv(t.world, tensor, t.peer);
     case Traffic::kAllReduce:
+    {
       std::fill(floats.begin(), floats.end(), 1.0f);
-      return comm.allReduce(t.world, mw::Tensor::cpu(floats.data(), floats.size())).wait();
+      mw::Status s = comm.allReduce(t.world, mw::Tensor::cpu(floats.data(), floats.size())).wait();
+      const auto want = static_cast<float>(t.members);
+      wrong = s.ok() && std::any_of(floats.begin(), floats.end(),
+                                    [&](float f) { return f != want; });
+      return s;
+    }
   }
   return mw::Status::Ok();
 }
@@ -71,8 +82,10 @@ void runTraffic(mw::Communicator& comm, const Traffic& t) {
   std::vector<float> floats(t.kind == Traffic::kAllReduce ? t.bytes : 0);
   long ok = 0;
   mw::Status s;
-  while ((s = runOnce(comm, t, bytes, floats)).ok()) ++ok;
-  say("traffic " + t.world + " " + std::to_string(ok) + " " + mw::codeName(s.code()) + " " +
+  bool wrong = false;
+  while ((s = runOnce(comm, t, bytes, floats, wrong)).ok() && !wrong) ++ok;
+  const std::string status = wrong ? "wrong_result" : mw::codeName(s.code());
+  say("traffic " + t.world + " " + std::to_string(ok) + " " + status + " " +
       std::to_string(mw::Clock::now().time_since_epoch().count()));
 }
 
@@ -157,6 +170,10 @@ int main(int argc, char** argv) {
     say("enabled " + name + " " + std::to_string(mw::Clock::now().time_since_epoch().count()));
   }
   say("ready");
+  for (auto& t : traffic) {
+    for (const auto& o : joins)
+      if (o.name == t.world) t.members = o.size;
+  }
   std::vector<std::thread> loops;
   for (const auto& t : traffic) loops.emplace_back(runTraffic, std::ref(comm), t);
   auto until = mw::deadlineIn(std::chrono::milliseconds(exit_after_ms));

@@ -205,6 +205,14 @@ void Runner::nativeAllReduce() {
     if (env_.channel->aborted()) throw AbortedError{};
     throw;
   }
+  // Gloo's ring ignores what its waits return, and an aborted wait returns false: an abort during
+  // the ring's last waits lets gloo::allreduce return normally with the output half written and a
+  // transfer into it still running (ThreadSanitizer saw Gloo's reader write the caller's buffer
+  // after the call had reported success). Whatever an aborted world's operation did, it failed.
+  if (env_.channel->aborted()) {
+    env_.native->clear();
+    throw AbortedError{};
+  }
 }
 
 void Runner::ringReduceScatter(char* base, const Layout& l) {
