@@ -49,10 +49,18 @@ struct Borrowed {
 // not contiguous, has a dtype libmultiworld lacks, or lives on a device other than cpu/cuda:N.
 mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep);
 
-// Waits for `w` until `deadline` with the GIL released, waking every 200 ms to let the main
-// thread's signal handlers run (Ctrl-C raises KeyboardInterrupt there). Returns the operation's
-// status, or kTimeout when `deadline` passed first. Throws nb::python_error when a handler raised.
-mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline);
+// Waits for `w` until `deadline` with the GIL released. Returns the operation's status, or
+// kTimeout when `deadline` passed first. Throws nb::python_error when a signal handler raised.
+// `interruptible` (point-to-point operations) on Python's main thread: waits in 200 ms slices so
+// that signal handlers run (Ctrl-C raises KeyboardInterrupt); the world's completer thread then
+// finishes the operation. Otherwise one wait, which runs the operation in this thread when the
+// runtime lets it (no thread hand-off; 0.4 against 40 us per call): Python runs signal handlers
+// only on the main thread, and a collective cannot be left half-run, so a Ctrl-C during a
+// blocking collective takes effect when it ends (at the latest its world's op_timeout).
+mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible);
+
+// Whether this is Python's main thread, the one that runs signal handlers (GIL held).
+bool onMainThread();
 
 // Hands `b` to the module's parked list while `w` is pending (a Work wrapper dropped early, a
 // blocking call interrupted); parked entries are released once their operation has completed.
@@ -74,8 +82,9 @@ struct PyManager {
 // `v` as an int; ValueError naming `what` when it does not fit.
 int toInt(int64_t v, const char* what);
 
-// A Python Work for `w` that holds `b` until the operation completes (communicator.cc).
-nb::object makeWork(mw::Work w, Borrowed&& b);
+// A Python Work for `w` that holds `b` until the operation completes; its waits are
+// `interruptible` as in waitReleased (communicator.cc).
+nb::object makeWork(mw::Work w, Borrowed&& b, bool interruptible);
 
 // Registers WorldManager, WorldInfo, WorldEvent and Events (module.cc).
 void bindManager(nb::module_& m);

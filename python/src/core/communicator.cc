@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -21,8 +22,10 @@ namespace {
 struct PyWork {
   mw::Work work;
   Borrowed borrowed;
+  bool interruptible;  // waits on the main thread let signal handlers run (waitReleased)
 
-  PyWork(mw::Work w, Borrowed&& b) : work(std::move(w)), borrowed(std::move(b)) {}
+  PyWork(mw::Work w, Borrowed&& b, bool interruptible)
+      : work(std::move(w)), borrowed(std::move(b)), interruptible(interruptible) {}
   PyWork(PyWork&&) = default;
   PyWork& operator=(PyWork&&) = delete;
   // Dropped while pending: the tensors go to the parked list (nanobind destroys with the GIL).
@@ -57,7 +60,7 @@ int tagFrom(int64_t tag) {
 // None, raising the operation's error. Arguments rejected up front raise ValueError either way.
 // A wait interrupted by a signal handler's exception parks the tensors.
 template <typename F>
-nb::object run(Borrowed&& b, bool async_op, F&& submit) {
+nb::object run(Borrowed&& b, bool async_op, bool interruptible, F&& submit) {
   pruneParked();
   mw::Work w;
   {
@@ -67,11 +70,11 @@ nb::object run(Borrowed&& b, bool async_op, F&& submit) {
   if (async_op) {
     // Arguments the runtime rejected up front raise here, as in a blocking call.
     if (mw::Status now = w.status(); now.code() == mw::Code::kInvalidArgument) raiseStatus(now);
-    return makeWork(std::move(w), std::move(b));
+    return makeWork(std::move(w), std::move(b), interruptible);
   }
   mw::Status s;
   try {
-    s = waitReleased(w, mw::Deadline::max());
+    s = waitReleased(w, mw::Deadline::max(), interruptible);
   } catch (...) {
     if (!w.test()) park(w, std::move(b));
     throw;
@@ -88,8 +91,8 @@ mw::Tensor viewOrEmpty(nb::handle obj, const char* arg, const mw::Tensor& like, 
 
 }  // namespace
 
-nb::object makeWork(mw::Work w, Borrowed&& b) {
-  return nb::cast(PyWork(std::move(w), std::move(b)), nb::rv_policy::move);
+nb::object makeWork(mw::Work w, Borrowed&& b, bool interruptible) {
+  return nb::cast(PyWork(std::move(w), std::move(b), interruptible), nb::rv_policy::move);
 }
 
 void bindCommunicator(nb::module_& m) {
@@ -101,7 +104,7 @@ void bindCommunicator(nb::module_& m) {
       .def(
           "wait",
           [](PyWork& self, std::optional<double> timeout) {
-            check(waitReleased(self.work, deadlineFrom(timeout)));
+            check(waitReleased(self.work, deadlineFrom(timeout), self.interruptible));
             return true;
           },
           nb::arg("timeout") = nb::none())
@@ -183,7 +186,7 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int d = toInt(dst, "dst"), g = tagFrom(tag);
-            return run(std::move(b), true, [&] { return c.comm.isend(world, t, d, g); });
+            return run(std::move(b), true, true, [&] { return c.comm.isend(world, t, d, g); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0)
       .def(
@@ -192,7 +195,7 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int s = toInt(src, "src"), g = tagFrom(tag);
-            return run(std::move(b), true, [&] { return c.comm.irecv(world, t, s, g); });
+            return run(std::move(b), true, true, [&] { return c.comm.irecv(world, t, s, g); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0)
       .def(
@@ -202,7 +205,7 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int d = toInt(dst, "dst"), g = tagFrom(tag);
-            return run(std::move(b), async_op, [&] { return c.comm.isend(world, t, d, g); });
+            return run(std::move(b), async_op, true, [&] { return c.comm.isend(world, t, d, g); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_async)
       .def(
@@ -212,7 +215,7 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int s = toInt(src, "src"), g = tagFrom(tag);
-            return run(std::move(b), async_op, [&] { return c.comm.irecv(world, t, s, g); });
+            return run(std::move(b), async_op, true, [&] { return c.comm.irecv(world, t, s, g); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_async)
       // In place: root's tensor lands in every member's.
@@ -222,7 +225,8 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int r = toInt(root, "root");
-            return run(std::move(b), async_op, [&] { return c.comm.broadcast(world, t, r); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.broadcast(world, t, r); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("root"), a_async)
       // In place; op: 'sum', 'prod', 'min', 'max'.
@@ -233,7 +237,8 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const mw::ReduceOp o = reduceOpFrom(op);
-            return run(std::move(b), async_op, [&] { return c.comm.allReduce(world, t, o); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.allReduce(world, t, o); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("op") = "sum", a_async)
       // The result lands in `tensor` at root; other ranks' tensor is scratch (undefined after).
@@ -245,7 +250,8 @@ void bindCommunicator(nb::module_& m) {
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int r = toInt(root, "root");
             const mw::ReduceOp o = reduceOpFrom(op);
-            return run(std::move(b), async_op, [&] { return c.comm.reduce(world, t, r, o); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.reduce(world, t, r, o); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("root"), nb::arg("op") = "sum", a_async)
       // output.numel() == input.numel() * size; rank i's input lands in block i of output.
@@ -254,7 +260,8 @@ void bindCommunicator(nb::module_& m) {
           [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
-            return run(std::move(b), async_op, [&] { return c.comm.allGather(world, in, out); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.allGather(world, in, out); });
           },
           nb::arg("world"), nb::arg("output"), nb::arg("input"), a_async)
       // At root output.numel() == input.numel() * size; other ranks may pass output=None.
@@ -266,7 +273,8 @@ void bindCommunicator(nb::module_& m) {
             mw::Tensor in = tensorView(input, "input", b);
             mw::Tensor out = viewOrEmpty(output, "output", in, b);
             const int r = toInt(root, "root");
-            return run(std::move(b), async_op, [&] { return c.comm.gather(world, in, out, r); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.gather(world, in, out, r); });
           },
           nb::arg("world"), nb::arg("output").none(), nb::arg("input"), nb::arg("root"), a_async)
       // At root input.numel() == output.numel() * size; other ranks may pass input=None.
@@ -278,7 +286,8 @@ void bindCommunicator(nb::module_& m) {
             mw::Tensor out = tensorView(output, "output", b);
             mw::Tensor in = viewOrEmpty(input, "input", out, b);
             const int r = toInt(root, "root");
-            return run(std::move(b), async_op, [&] { return c.comm.scatter(world, in, out, r); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.scatter(world, in, out, r); });
           },
           nb::arg("world"), nb::arg("output"), nb::arg("input").none(), nb::arg("root"), a_async)
       // input.numel() == output.numel() * size; block i of the reduced input lands in rank i.
@@ -289,7 +298,7 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
             const mw::ReduceOp o = reduceOpFrom(op);
-            return run(std::move(b), async_op,
+            return run(std::move(b), async_op, false,
                        [&] { return c.comm.reduceScatter(world, in, out, o); });
           },
           nb::arg("world"), nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", a_async)
@@ -300,16 +309,52 @@ void bindCommunicator(nb::module_& m) {
           [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
-            return run(std::move(b), async_op, [&] { return c.comm.allToAll(world, in, out); });
+            return run(std::move(b), async_op, false,
+                       [&] { return c.comm.allToAll(world, in, out); });
           },
           nb::arg("world"), nb::arg("output"), nb::arg("input"), a_async)
       .def(
           "barrier",
           [](C& c, const std::string& world, bool async_op) {
-            return run(Borrowed{}, async_op, [&] { return c.comm.barrier(world); });
+            return run(Borrowed{}, async_op, false, [&] { return c.comm.barrier(world); });
           },
           nb::arg("world"), a_async)
       .def_prop_ro("manager", [](C& c) { return c.owner; });
+
+  // Contract: runs `iters` blocking calls of `op` ('send', 'recv', 'all_reduce', 'broadcast'
+  // from rank 0, 'barrier') on `tensor` in a C++ loop with the GIL released, the way a C++
+  // program calls the runtime: the baseline of bench/python/bench_python.py, which times the
+  // same calls made from Python. Raises the first failure; ValueError for an unknown op.
+  m.def(
+      "_cpp_loop",
+      [](C& c, const std::string& op, const std::string& world, nb::handle tensor, int64_t peer,
+         int64_t iters) {
+        Borrowed b;
+        mw::Tensor t = tensorView(tensor, "tensor", b);
+        const int p = toInt(peer, "peer");
+        std::function<mw::Status()> call;
+        if (op == "send") {
+          call = [&] { return c.comm.send(world, t, p); };
+        } else if (op == "recv") {
+          call = [&] { return c.comm.recv(world, t, p); };
+        } else if (op == "all_reduce") {
+          call = [&] { return c.comm.allReduce(world, t).wait(); };
+        } else if (op == "broadcast") {
+          call = [&] { return c.comm.broadcast(world, t, 0).wait(); };
+        } else if (op == "barrier") {
+          call = [&] { return c.comm.barrier(world).wait(); };
+        } else {
+          throw nb::value_error(("_cpp_loop: unknown op '" + op + "'").c_str());
+        }
+        mw::Status s;
+        {
+          nb::gil_scoped_release release;
+          for (int64_t i = 0; i < iters && s.ok(); ++i) s = call();
+        }
+        check(s);
+      },
+      nb::arg("communicator"), nb::arg("op"), nb::arg("world"), nb::arg("tensor"),
+      nb::arg("peer") = 0, nb::arg("iters") = 1);
 }
 
 }  // namespace mwpy

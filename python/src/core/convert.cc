@@ -180,7 +180,17 @@ mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep) {
   return t;
 }
 
-mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline) {
+bool onMainThread() {
+  static const unsigned long main_ident = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  return PyThread_get_thread_ident() == main_ident;
+}
+
+mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible) {
+  if (!interruptible || !onMainThread()) {
+    nb::gil_scoped_release release;
+    return w.wait(deadline);
+  }
   for (;;) {
     const mw::Deadline slice = std::min(deadline, mw::deadlineIn(200ms));
     mw::Status s;

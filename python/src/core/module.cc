@@ -205,7 +205,7 @@ void bindManager(nb::module_& m) {
                 nb::gil_scoped_release release;
                 w = self.get().initWorldAsync(o, deadline);
               }
-              return makeWork(std::move(w), Borrowed{});
+              return makeWork(std::move(w), Borrowed{}, /*interruptible=*/true);
             }
             mw::Status s;
             {

@@ -1,0 +1,58 @@
+"""bench/python/bench_python.py runs end to end (tiny sizes: a smoke test; the measurements and
+their targets live in docs/benchmarks.md), and its benchmark hook refuses what it does not know."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import multiworld_native as mw
+from multiworld_native import _core
+
+from conftest import unique_name
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "python" / "bench_python.py"
+
+
+def test_bench_python_runs_every_part(tmp_path):
+    report = tmp_path / "bench.json"
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--calls", "50", "--blocks", "2", "--reps", "1",
+         "--sizes", "64K", "--bytes-per-rep", "256K", "--kills", "2", "--json", str(report)],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(report.read_text())
+    assert set(doc["overhead"]) == {"all_reduce", "broadcast", "barrier"}
+    kinds = {(row["kind"], row["size"]) for row in doc["throughput"]}
+    assert kinds == {("send_recv", 65536), ("all_reduce", 65536)}
+    assert len(doc["detection"]["iterations"]) == 2
+    assert all(it["seen_ms"] >= it["runtime_ms"] >= 0 for it in doc["detection"]["iterations"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sizes", "3"], "not a multiple of 4"),
+    (["--sizes", "1X"], "bad size"),
+    (["--parts", "speed"], "unknown part"),
+    (["--reps", "0"], "--reps must be at least 1"),
+])
+def test_bench_python_refuses_bad_flags(argv, message):
+    out = subprocess.run([sys.executable, str(BENCH)] + argv, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_cpp_loop_runs_the_calls_and_refuses_an_unknown_op():
+    m = mw.WorldManager()
+    name = unique_name("loop")
+    m.initialize_world(name, 0, 1, timeout=30)
+    c = mw.Communicator(m)
+    t = torch.ones(4)
+    _core._cpp_loop(c, "all_reduce", name, t, 0, 3)
+    assert torch.equal(t, torch.ones(4))  # a one-member sum leaves it as is
+    with pytest.raises(ValueError, match="unknown op 'gather'"):
+        _core._cpp_loop(c, "gather", name, t, 0, 1)
+    with pytest.raises(mw.MultiworldError):
+        _core._cpp_loop(c, "barrier", "no-such-world", t, 0, 1)
+    m.close()
