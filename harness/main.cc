@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,26 @@ bool writeFile(const fs::path& path, const std::string& text) {
     if (fd >= 0) ::unlink(tmp.c_str());
   }
   return ok;
+}
+
+// Whether files can be made in `dir` (created if missing): a probe file is made and removed.
+// `why` says what failed otherwise.
+bool writableDir(const fs::path& dir, std::string* why) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    *why = ec.message();
+    return false;
+  }
+  std::string probe = (dir / ".mwchaos-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
 }
 
 // Writes the formats asked for into `dir`; false when any could not be written.
@@ -230,6 +251,12 @@ int run(const Cli& cli) {
     return kExitUnavailable;
   }
   const fs::path out = cli.out.empty() ? fs::path("mwchaos-out") : fs::path(cli.out);
+  // Reports that cannot be written are found before any scenario runs, not after a soak.
+  if (std::string why; !writableDir(out, &why)) {
+    std::fprintf(stderr, "mwchaos: cannot write reports to %s: %s; nothing was run\n",
+                 out.c_str(), why.c_str());
+    return kExitUnavailable;
+  }
   const int gpus = gpuCount();
   const json env = environment(cli, gpus);
   RunOptions ro;

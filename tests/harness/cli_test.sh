@@ -221,9 +221,6 @@ grep -q '<failure message="expect.check failed: .*time budget of 200 ms' "$work/
   fail "looping hook: junit has no failure for the hook"
 [ -s "$work/hookloop/check_loop/report.json" ] || fail "looping hook: no report.json"
 
-# --seed lands in the report.
-expect_rc 0 "seed override" "$mwchaos" run -q --seed 4242 --format json -o "$work/seed" "$src/scenarios/leader_killed.lua"
-grep -q '"seed": 4242' "$work/seed/leader_killed/report.json" || fail "--seed not in the report"
 
 # A nemesis's planned timeline comes from the seed: the same seed replays it exactly (compared
 # between two reports), another seed draws another one.
@@ -274,15 +271,22 @@ ends=$(python3 -c 'import json,sys; print(" ".join(f["action"].split()[-1] + "="
   "$work/signals/signals_end_roles/report.json" 2>&1)
 [ "$ends" = "SIGUSR1=True SIGPIPE=False SIGURG=False" ] || fail "signals: ends_role per fault is '$ends'"
 
-# Reports that cannot be written: exit 3, "cannot write", and no claim of a report path.
+# A report folder that cannot be written: exit 3 at once, before any scenario runs.
+SECONDS=0
 expect_rc 3 "unwritable report" "$mwchaos" run -q -o /dev/null/out "$src/scenarios/leader_killed.lua"
-expect_out "unwritable report" "cannot write /dev/null/out/"
-expect_out "unwritable report" "report: NOT WRITTEN"
-# A link at a report's path is replaced, never written through.
+expect_out "unwritable report" "cannot write reports to /dev/null/out: .*nothing was run"
+[ "$SECONDS" -le 2 ] || fail "unwritable report: the scenario ran first (${SECONDS} s)"
+mkdir -p "$work/readonly" && chmod 555 "$work/readonly"
+if [ "$(id -u)" != 0 ]; then  # root writes anywhere
+  expect_rc 3 "read-only report folder" "$mwchaos" run -q -o "$work/readonly" "$fx/one_role.lua"
+fi
+# A link at a report's path is replaced, never written through; --seed lands in the report.
 mkdir -p "$work/linked/leader_killed"
 echo "precious" >"$work/precious.txt"
 ln -s "$work/precious.txt" "$work/linked/leader_killed/report.json"
-expect_rc 0 "report over a link" "$mwchaos" run -q -o "$work/linked" "$src/scenarios/leader_killed.lua"
+expect_rc 0 "report over a link" "$mwchaos" run -q --seed 4242 --format json -o "$work/linked" \
+  "$src/scenarios/leader_killed.lua"
+grep -q '"seed": 4242' "$work/linked/leader_killed/report.json" || fail "--seed not in the report"
 [ "$(cat "$work/precious.txt")" = "precious" ] || fail "a report was written through a link"
 [ -L "$work/linked/leader_killed/report.json" ] && fail "the link at the report's path is still there"
 ls "$work/linked/leader_killed" | grep -q 'tmp-' && fail "a temporary report file was left behind"
