@@ -44,3 +44,11 @@ def test_multiworld_compat_leader_example():
     out = run_example("multiworld_compat_leader.py")
     assert "caught an exception: world2 broken: " in out.stdout
     assert "world2 broken: True, world1 broken: False" in out.stdout
+
+
+def test_leader_two_worlds_asyncio_example():
+    """The same leader with one asyncio task per world awaiting its receives."""
+    out = run_example("leader_two_worlds_asyncio.py")
+    assert "world w2 broke (peer_died, rank 1)" in out.stdout
+    assert "the task of w1 goes on" in out.stdout
+
