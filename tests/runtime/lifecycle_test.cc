@@ -177,6 +177,8 @@ TEST_CASE("the library's threads carry names that say their world", "[runtime][l
     }
   };
   settle("mw-exec:named", 2);
+  settle("mw-yield:named", 2);
+  settle("mw-p2p:named", 2);
   INFO([&] {
     std::string all;
     for (const auto& n : names) all += n + " ";
@@ -184,6 +186,8 @@ TEST_CASE("the library's threads carry names that say their world", "[runtime][l
   }());
   CHECK(count("mw-watchdog") == 2);     // one per manager
   CHECK(count("mw-exec:named") == 2);   // one executor per member of the world
+  CHECK(count("mw-p2p:named") == 2);    // one completer per member
+  CHECK(count("mw-yield:named") == 2);  // one yielder per member
   CHECK(count("mw-store:named") == 1);  // rank 0 hosts the store
   REQUIRE(m0.removeWorld("named").ok());
   REQUIRE(m1.removeWorld("named").ok());

@@ -1,4 +1,5 @@
 // Work handles: empty handles, completed handles, deadlines, and waitAny across worlds.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
@@ -6,6 +7,7 @@
 
 #include "multiworld/multiworld.h"
 #include "support/local_worlds.h"
+#include "support/util.h"
 
 using namespace std::chrono_literals;
 
@@ -282,4 +284,76 @@ TEST_CASE("an operation nobody waits for starts at the end of its grace", "[runt
   CHECK(peer_done - submitted < 5s);
   REQUIRE(w.wait(mw::deadlineIn(1s)).ok());
   CHECK(v0[0] == 3);
+}
+
+TEST_CASE("sends and receives waited for in short slices lose nothing on reused buffers",
+          "[runtime][work]") {
+  // A caller whose deadline comes before the operation's runs it itself until then, and the
+  // world's yielder interrupts its Gloo wait at that deadline (a wait on that one buffer: a
+  // Gloo timeout would close every pair). The slices here end before, during and after the
+  // transfers, so interruptions also land after a wait has succeeded; the same memory is used by
+  // every message, so a leftover interruption would fail the next one on the recycled buffer.
+  mw::test::LocalWorld w("slices", 2);
+  REQUIRE(w.status().ok());
+  constexpr int kMessages = 2000;
+  std::vector<int32_t> in(4096), out(4096);
+  auto slicedWait = [](const Work& work, int i) {
+    const auto slice = std::chrono::microseconds(50 + (i * 37) % 400);
+    for (auto until = mw::deadlineIn(20s); mw::Clock::now() < until;) {
+      Status s = work.wait(mw::deadlineIn(slice));
+      if (s.code() != Code::kTimeout) return s;
+    }
+    return Status(Code::kTimeout, "not done within 20 s");
+  };
+  Status peer_status;
+  std::thread peer([&] {  // rank 1 echoes every message back, with its own sliced waits
+    std::vector<int32_t> buf(4096);
+    for (int i = 0; i < kMessages && peer_status.ok(); ++i) {
+      peer_status = slicedWait(w.comm(1).irecv(w.name(), mw::Tensor::cpu(buf.data(), 4096), 0), i);
+      if (peer_status.ok())
+        peer_status =
+            slicedWait(w.comm(1).isend(w.name(), mw::Tensor::cpu(buf.data(), 4096), 0), i);
+    }
+  });
+  int wrong = 0;
+  Status s;
+  for (int i = 0; i < kMessages && s.ok(); ++i) {
+    std::fill(in.begin(), in.end(), i);
+    s = slicedWait(w.comm(0).isend(w.name(), mw::Tensor::cpu(in.data(), 4096), 1), i + 1);
+    if (s.ok()) s = slicedWait(w.comm(0).irecv(w.name(), mw::Tensor::cpu(out.data(), 4096), 1), i);
+    if (s.ok()) wrong += std::count_if(out.begin(), out.end(), [&](int32_t v) { return v != i; });
+  }
+  peer.join();
+  INFO(s.toString() << " / peer: " << peer_status.toString());
+  REQUIRE(s.ok());
+  REQUIRE(peer_status.ok());
+  CHECK(wrong == 0);
+  CHECK(w.manager(0).worlds().at(0).state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("a short wait on a receive returns at its deadline while the completer is blocked",
+          "[runtime][work]") {
+  // An isend nobody waits for and nobody receives keeps the world's completer in Gloo for as long
+  // as it lasts; a caller's short wait on a receive must still end at the caller's deadline (the
+  // interruption comes from a thread of its own), and the receive then completes later.
+  mw::test::LocalWorld w("blocked_completer", 2);
+  REQUIRE(w.status().ok());
+  int32_t stuck = 1, x = 0, y = 7;
+  Work unmatched = w.comm(0).isend(w.name(), mw::Tensor::cpu(&stuck, 1), 1, /*tag=*/99);
+  std::this_thread::sleep_for(50ms);  // past its grace: the completer has taken it
+  Work r = w.comm(0).irecv(w.name(), mw::Tensor::cpu(&x, 1), 1, 5);
+  for (int i = 0; i < 5; ++i) {
+    const auto start = mw::Clock::now();
+    CHECK(r.wait(mw::deadlineIn(40ms)).code() == Code::kTimeout);
+    const auto took = elapsedSince(start);
+    CHECK(took >= 35ms);
+    CHECK(took < mw::test::scaled(1000));  // a hang guard; the bound is in bench/
+  }
+  REQUIRE(w.comm(1).send(w.name(), mw::Tensor::cpu(&y, 1), 0, 5).ok());
+  REQUIRE(r.wait(mw::deadlineIn(20s)).ok());
+  CHECK(x == 7);
+  int32_t sink = 0;  // let the unmatched send finish too
+  REQUIRE(w.comm(1).recv(w.name(), mw::Tensor::cpu(&sink, 1), 0, 99).ok());
+  REQUIRE(unmatched.wait(mw::deadlineIn(20s)).ok());
+  CHECK(sink == 1);
 }

@@ -52,11 +52,12 @@ mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep);
 // Waits for `w` until `deadline` with the GIL released. Returns the operation's status, or
 // kTimeout when `deadline` passed first. Throws nb::python_error when a signal handler raised.
 // `interruptible` (point-to-point operations) on Python's main thread: waits in 200 ms slices so
-// that signal handlers run (Ctrl-C raises KeyboardInterrupt); the world's completer thread then
-// finishes the operation. Otherwise one wait, which runs the operation in this thread when the
-// runtime lets it (no thread hand-off; 0.4 against 40 us per call): Python runs signal handlers
-// only on the main thread, and a collective cannot be left half-run, so a Ctrl-C during a
-// blocking collective takes effect when it ends (at the latest its world's op_timeout).
+// that signal handlers run (Ctrl-C raises KeyboardInterrupt); the runtime runs a send or receive
+// in the waiting thread for each slice and hands it to the world's completer when the slice ends.
+// Otherwise one wait, which runs the operation in this thread when the runtime lets it (no thread
+// hand-off; 0.4 against 40 us per call): Python runs signal handlers only on the main thread,
+// and a collective cannot be left half-run, so a Ctrl-C during a blocking collective takes effect
+// when it ends (at the latest its world's op_timeout).
 mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible);
 
 // Whether this is Python's main thread, the one that runs signal handlers (GIL held).

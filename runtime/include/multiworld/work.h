@@ -10,7 +10,9 @@
 // running (so `allReduce(...).wait()` costs no thread hand-off); otherwise, and for test() and
 // waitAny, the world's executor thread starts it at once. An operation nobody waits for starts on
 // the executor 5 ms after it was submitted (Gloo worlds). Point-to-point messages are posted to
-// the network at submission either way.
+// the network at submission either way; the thread that waits for one completes it itself, also
+// with a deadline shorter than the operation's (until that deadline; the world's completer thread
+// carries it on after), and sends and receives never wait behind a collective.
 //
 // Thread rules: a Work is a cheap shared handle; copies may be waited on from any thread.
 #pragma once

@@ -65,6 +65,30 @@ void Buf::waitRecv(Deadline deadline) {
   waitOn(ch_, deadline, [&](std::chrono::milliseconds t) { return ub_->waitRecv(nullptr, t); });
 }
 
+void Buf::interruptWait(bool send) {
+  if (send) {
+    ub_->abortWaitSend();
+  } else {
+    ub_->abortWaitRecv();
+  }
+}
+
+void Buf::clearInterrupt(bool send) {
+  // With an abort pending, Gloo's wait returns false at once and clears it; it neither waits nor
+  // takes a completion. (Were none pending, the wait would end at the timeout, fatal to the
+  // world's pairs: the REQUIRES makes one pending.)
+  constexpr std::chrono::seconds kNeverReached{10};
+  try {
+    if (send) {
+      ub_->waitSend(nullptr, kNeverReached);
+    } else {
+      ub_->waitRecv(nullptr, kNeverReached);
+    }
+  } catch (const std::exception&) {
+    // A pair failed meanwhile: the world breaks on its own path; the buffer is not reused.
+  }
+}
+
 std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
   {
     std::lock_guard lock(mu_);

@@ -55,6 +55,15 @@ class Buf {
   void waitSend(Deadline deadline);
   void waitRecv(Deadline deadline);
 
+  // Interrupts the wait for this buffer's send (`send`) or receive now running in another thread,
+  // or makes the next one return at once: it throws AbortedError while the channel is not aborted
+  // (the waiter tells the two apart). Ends a waiting caller's turn at its own deadline.
+  void interruptWait(bool send);
+  // Clears an interruption that came after the wait it was meant for had completed, which would
+  // otherwise end the buffer's next wait at once (Gloo keeps it until a wait consumes it).
+  // REQUIRES: interruptWait(send) was called after the last wait on this buffer returned.
+  void clearInterrupt(bool send);
+
   void* data() const { return ub_->ptr; }
   size_t bytes() const { return ub_->size; }
 

@@ -103,7 +103,8 @@ class GlooBackend final : public Backend,
         calls_(store, cfg_.rank, cfg_.size, std::move(on_error)),
         failpoints_(std::move(failpoints)),
         executor_([this](std::stop_token st) { executorLoop(st); }),
-        completer_([this](std::stop_token st) { completerLoop(st); }) {}
+        completer_([this](std::stop_token st) { completerLoop(st); }),
+        yielder_([this](std::stop_token st) { yielderLoop(st); }) {}
 
   ~GlooBackend() override { shutdown(); }
 
@@ -129,6 +130,12 @@ class GlooBackend final : public Backend,
     std::unique_ptr<Buf> data_buf;
     std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
     std::optional<std::string> post_error;
+    bool started = false;  // runOp has looked at the failpoints (once per operation)
+    // A send or receive run by a caller who may leave before its deadline (claimP2PLocked): at
+    // yield_at the yielder interrupts the caller's wait (yield_fired), and the caller hands the
+    // operation back. GUARDED_BY(mu_).
+    Clock::time_point yield_at{};
+    bool yield_fired = false;
   };
 
   static bool isP2P(const OpRequest& r) {
@@ -138,12 +145,18 @@ class GlooBackend final : public Backend,
   void executorLoop(std::stop_token st);
   // Completes the point-to-point operations nobody waits for once they are due, oldest first.
   void completerLoop(std::stop_token st);
+  // Interrupts the wait of each caller in yielding_ at its yield_at. A thread of its own: the
+  // completer and the executor may be blocked in Gloo for as long as an operation lasts.
+  void yielderLoop(std::stop_token st);
+  // Takes `p` out of yielding_; whether the yielder interrupted it. Called once per bounded run.
+  bool closeYield(Pending& p);
   // Takes the oldest due point-to-point operation out of p2p_, or returns nullptr and sets `next`
   // to when the next one is due. REQUIRES: mu_ held.
   std::unique_ptr<Pending> takeDueP2PLocked(Clock::time_point now, Clock::time_point* next);
-  // Runs `target`, a queued point-to-point operation, in this thread. Returns false when it is not
-  // in p2p_ (running or done) or its deadline is later than `deadline`. REQUIRES: mu_ held by
-  // `lock` (released meanwhile).
+  // Runs `target`, a queued point-to-point operation, in this thread until it completes or, when
+  // its deadline is later than `deadline`, until `deadline`: then the operation goes back to
+  // p2p_ for the completer (or the caller's next wait). Returns false when `target` is not in
+  // p2p_ (running or done). REQUIRES: mu_ held by `lock` (released meanwhile).
   bool claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
                       Deadline deadline);
   // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
@@ -154,7 +167,9 @@ class GlooBackend final : public Backend,
   // Takes the next operation to run, or nullptr. REQUIRES: mu_ held.
   std::unique_ptr<Pending> claimLocked();
   void releaseLocked();
-  void execute(Pending& p);
+  // Runs `p` and finishes it. With `yieldable` (a bounded run of a send or receive), an
+  // interruption by the yielder returns true instead, the operation unfinished and not failed.
+  bool execute(Pending& p, bool yieldable = false);
   void runOp(Pending& p);
   void report(Pending& p, Cause cause, int peer, const std::string& detail);
   void reportGlooError(Pending& p, const std::string& what);
@@ -184,8 +199,10 @@ class GlooBackend final : public Backend,
   // waits for one (it claims it), else by the completer once due. They never wait behind a
   // collective, nor a collective behind them.
   std::list<std::unique_ptr<Pending>> p2p_;  // GUARDED_BY(mu_)
-  int p2p_running_ = 0;          // GUARDED_BY(mu_): run by waiting threads or the completer
-  DeferredWake completer_wake_;  // wakes the completer: a due operation, a stop
+  int p2p_running_ = 0;             // GUARDED_BY(mu_): run by waiting threads or the completer
+  DeferredWake completer_wake_;     // wakes the completer: a due operation, a stop
+  std::vector<Pending*> yielding_;  // GUARDED_BY(mu_): bounded runs of sends and receives
+  DeferredWake yield_wake_;         // wakes the yielder: a new bounded run, a stop
   // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
   std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
   // Messages posted per (peer, tag), sends and receives apart: the n-th send to a peer on a tag
@@ -202,8 +219,9 @@ class GlooBackend final : public Backend,
   std::vector<char> work_;
   NativeOptionsCache native_;  // cleared at shutdown, before the context goes
 
-  std::jthread executor_;  // last two: start once everything above exists
+  std::jthread executor_;  // last three: start once everything above exists
   std::jthread completer_;
+  std::jthread yielder_;
 };
 
 void GlooBackend::postP2P(Pending& p) {
@@ -354,21 +372,72 @@ bool GlooBackend::claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkS
   auto it = std::find_if(p2p_.begin(), p2p_.end(),
                          [&](const auto& q) { return q->req.work.get() == target; });
   if (it == p2p_.end()) return false;
-  if ((*it)->req.deadline > deadline) {
-    // The caller may not stay until the operation's own deadline (a Gloo wait cut short closes
-    // every pair of the world): the completer takes it.
-    (*it)->due = Clock::now();
+  const bool bounded = (*it)->req.deadline > deadline;
+  if (bounded && deadline <= Clock::now()) {
+    (*it)->due = Clock::now();  // a caller that only looks: the completer takes it
     completer_wake_.now();
     return true;
   }
   auto p = std::move(*it);
   p2p_.erase(it);
   ++p2p_running_;
+  if (bounded) {
+    // The caller may leave before the operation's own deadline, and a Gloo wait cut short by its
+    // timeout closes every pair of the world: the caller waits with the operation's deadline,
+    // and the yielder interrupts that wait at the caller's (abortWaitRecv/abortWaitSend on this
+    // operation's buffer only). Until 2026-11-24 such a caller handed the operation to the
+    // completer at once: a thread hand-off per call for a caller that waits in slices (Python's
+    // main thread, to let signal handlers run).
+    p->yield_at = deadline;
+    p->yield_fired = false;
+    yielding_.push_back(p.get());
+    // No system call when the yielder's timer is set to an earlier time already (a caller waiting
+    // in slices sets it once per slice); the yielder re-arms it for the others when it fires.
+    yield_wake_.at(deadline);
+  }
   lock.unlock();
-  execute(*p);
+  const bool handed_back = execute(*p, bounded);
   lock.lock();
+  if (handed_back) {
+    if (abort_reason_) {
+      graveyard_.push_back(std::move(p));  // aborted meanwhile: failed with the others
+      wake_.now();
+    } else {
+      p2p_.push_front(std::move(p));  // the oldest: it was queued before any still there
+      completer_wake_.at(p2p_.front()->due);
+    }
+  }
   if (--p2p_running_ == 0 && shut_down_) cv_.notify_all();
   return true;
+}
+
+bool GlooBackend::closeYield(Pending& p) {
+  std::lock_guard lock(mu_);
+  yielding_.erase(std::remove(yielding_.begin(), yielding_.end(), &p), yielding_.end());
+  return p.yield_fired;
+}
+
+void GlooBackend::yielderLoop(std::stop_token st) {
+  nameThisThread("mw-yield", cfg_.world);
+  std::unique_lock lock(mu_);
+  while (!st.stop_requested()) {
+    const Clock::time_point now = Clock::now();
+    Clock::time_point next = Clock::time_point::max();
+    for (Pending* p : yielding_) {
+      if (p->yield_fired) continue;
+      if (p->yield_at <= now) {
+        p->yield_fired = true;  // under mu_, with the interruption: closeYield sees both or none
+        p->data_buf->interruptWait(p->req.kind == OpKind::kSend);
+      } else {
+        next = std::min(next, p->yield_at);
+      }
+    }
+    if (next != Clock::time_point::max()) yield_wake_.at(next);
+    // As in executorLoop: every change looked at above is followed by a wake-up made after it.
+    lock.unlock();
+    yield_wake_.wait();
+    lock.lock();
+  }
 }
 
 std::unique_ptr<GlooBackend::Pending> GlooBackend::takeDueP2PLocked(Clock::time_point now,
@@ -434,11 +503,15 @@ void GlooBackend::expediteLocked(const WorkState* target) {
 
 void GlooBackend::runOp(Pending& p) {
   if (p.post_error) throw gloo::IoException(*p.post_error);
-  // An injected error is thrown where Gloo's own would surface, and takes the same path.
-  failpoints_.delayIfAsked();
-  if (auto injected = failpoints_[p.req.kind].check()) {
-    throw gloo::IoException(std::string(opKindName(p.req.kind)) + ": " +
-                            errnoText(injected->failnum) + injected->suffix());
+  // An injected error is thrown where Gloo's own would surface, and takes the same path; once per
+  // operation, even when a send or receive is run in several turns (claimP2PLocked).
+  if (!p.started) {
+    p.started = true;
+    failpoints_.delayIfAsked();
+    if (auto injected = failpoints_[p.req.kind].check()) {
+      throw gloo::IoException(std::string(opKindName(p.req.kind)) + ": " +
+                              errnoText(injected->failnum) + injected->suffix());
+    }
   }
   switch (p.req.kind) {
     case OpKind::kSend:
@@ -457,19 +530,30 @@ void GlooBackend::runOp(Pending& p) {
   }
 }
 
-void GlooBackend::execute(Pending& p) {
+bool GlooBackend::execute(Pending& p, bool yieldable) {
   if (!isP2P(p.req)) channel_.setDeadline(p.req.deadline);
   try {
     runOp(p);
-    finish(p, Status::Ok());
   } catch (const AbortedError&) {
+    // An interruption with the channel intact is the yielder's: the caller's turn is over.
+    if (yieldable && closeYield(p) && !channel_.aborted()) return true;
     finish(p, abortReason());
+    return false;
   } catch (const OpTimeoutError& e) {
+    if (yieldable) closeYield(p);
     report(p, Cause::kOpTimeout, -1,
            std::string(opKindName(p.req.kind)) + " passed its deadline (" + e.detail + ")");
+    return false;
   } catch (const std::exception& e) {
+    if (yieldable) closeYield(p);
     reportGlooError(p, e.what());
+    return false;
   }
+  // Completed; an interruption that came after the wait had succeeded is still pending on the
+  // buffer, and the buffer is recycled on success: clear it.
+  if (yieldable && closeYield(p)) p.data_buf->clearInterrupt(p.req.kind == OpKind::kSend);
+  finish(p, Status::Ok());
+  return false;
 }
 
 // A transfer that fails because the connection closed or was reset means the member at the other
@@ -563,11 +647,14 @@ void GlooBackend::shutdown() {
     std::lock_guard lock(mu_);
     executor_.request_stop();
     completer_.request_stop();
+    yielder_.request_stop();
   }
   wake_.now();
   completer_wake_.now();
+  yield_wake_.now();
   if (executor_.joinable()) executor_.join();
   if (completer_.joinable()) completer_.join();
+  if (yielder_.joinable()) yielder_.join();
   {
     // A thread running an operation inline finishes it promptly now that we are aborted (the
     // completer is gone: the aborts are re-armed here, see kRearmEvery).
