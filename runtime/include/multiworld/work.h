@@ -3,7 +3,8 @@
 // Every operation of the Communicator returns a Work at once; its result arrives later. A Work
 // completes exactly once, with OK or with the error that ended the operation: kWorldBroken (with
 // BrokenInfo) when its world failed, kAborted when the world was removed, kInvalidArgument for
-// arguments rejected before anything was sent. Waiting never blocks past the caller's deadline.
+// arguments rejected before anything was sent. Waiting never blocks past the caller's deadline
+// (except by an injected delay, docs/failpoints.md).
 //
 // When an operation starts: a world runs its operations one at a time, in submission order. The
 // thread that calls wait() runs the operation itself when no other operation of the world is

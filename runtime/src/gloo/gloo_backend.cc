@@ -427,7 +427,8 @@ void GlooBackend::yielderLoop(std::stop_token st) {
       if (p->yield_fired) continue;
       if (p->yield_at <= now) {
         p->yield_fired = true;  // under mu_, with the interruption: closeYield sees both or none
-        p->data_buf->interruptWait(p->req.kind == OpKind::kSend);
+        // (No buffer: its posting failed, and the operation fails without waiting.)
+        if (p->data_buf) p->data_buf->interruptWait(p->req.kind == OpKind::kSend);
       } else {
         next = std::min(next, p->yield_at);
       }
@@ -551,7 +552,9 @@ bool GlooBackend::execute(Pending& p, bool yieldable) {
   }
   // Completed; an interruption that came after the wait had succeeded is still pending on the
   // buffer, and the buffer is recycled on success: clear it.
-  if (yieldable && closeYield(p)) p.data_buf->clearInterrupt(p.req.kind == OpKind::kSend);
+  if (yieldable && closeYield(p) && p.data_buf) {
+    p.data_buf->clearInterrupt(p.req.kind == OpKind::kSend);
+  }
   finish(p, Status::Ok());
   return false;
 }
