@@ -16,8 +16,8 @@
 //                       with RLIMIT_NOFILE at N descriptors beyond those open; prints
 //                       "store <port>")
 #include <dirent.h>
-#include <unistd.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -53,7 +53,7 @@ struct Traffic {
   enum Kind { kSend, kRecv, kAllReduce } kind;
   std::string world;
   int peer;
-  size_t bytes;    // elements for kAllReduce
+  size_t bytes;     // elements for kAllReduce
   int members = 0;  // the world's size, for kAllReduce
 };
 
@@ -66,13 +66,12 @@ mw::Status runOnce(mw::Communicator& comm, const Traffic& t, std::vector<char>& 
       return comm.send(t.world, tensor, t.peer);
     case Traffic::kRecv:
       return comm.recv(t.world, tensor, t.peer);
-    case Traffic::kAllReduce:
-    {
+    case Traffic::kAllReduce: {
       std::fill(floats.begin(), floats.end(), 1.0f);
       mw::Status s = comm.allReduce(t.world, mw::Tensor::cpu(floats.data(), floats.size())).wait();
       const auto want = static_cast<float>(t.members);
-      wrong = s.ok() && std::any_of(floats.begin(), floats.end(),
-                                    [&](float f) { return f != want; });
+      wrong =
+          s.ok() && std::any_of(floats.begin(), floats.end(), [&](float f) { return f != want; });
       return s;
     }
   }
