@@ -1,9 +1,11 @@
 // Conversions between Python and libmultiworld: timeouts, statuses to exceptions, tensors to
 // zero-copy mw::Tensor views, GIL-released waits and the parked list of early-dropped operations.
 #include <Python.h>
+#include <dlpack/dlpack.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "binding.h"
@@ -68,43 +70,6 @@ void raiseStatus(const mw::Status& s) {
   throw nb::python_error();
 }
 
-namespace {
-
-// DLPack dtype -> mw::DType; nullopt for the ones libmultiworld lacks.
-std::optional<mw::DType> dtypeOf(nb::dlpack::dtype t) {
-  using Code = nb::dlpack::dtype_code;
-  if (t.lanes != 1) return std::nullopt;
-  switch (static_cast<Code>(t.code)) {
-    case Code::Float:
-      if (t.bits == 32) return mw::DType::kFloat32;
-      if (t.bits == 64) return mw::DType::kFloat64;
-      if (t.bits == 16) return mw::DType::kFloat16;
-      return std::nullopt;
-    case Code::Bfloat:
-      if (t.bits == 16) return mw::DType::kBFloat16;
-      return std::nullopt;
-    case Code::Int:
-      if (t.bits == 32) return mw::DType::kInt32;
-      if (t.bits == 64) return mw::DType::kInt64;
-      return std::nullopt;
-    case Code::UInt:
-      if (t.bits == 8) return mw::DType::kUInt8;
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::string dtypeText(nb::dlpack::dtype t) {
-  static const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
-  std::string n = t.code < 7 ? names[t.code] : "code" + std::to_string(t.code);
-  n += std::to_string(t.bits);
-  if (t.lanes != 1) n += "x" + std::to_string(t.lanes);
-  return n;
-}
-
-}  // namespace
-
 mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep) {
   nb::ndarray<> a;
   if (!nb::try_cast(obj, a, /*convert=*/false)) {
@@ -141,43 +106,22 @@ mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep) {
                           nb::type_name(obj.type()).c_str())
                              .c_str());
   }
-  const auto dt = dtypeOf(a.dtype());
-  if (!dt) {
-    throw nb::value_error(("argument '" + std::string(arg) + "': dtype " + dtypeText(a.dtype()) +
-                           " is not supported (float32, float64, int32, int64, float16, "
-                           "bfloat16, uint8)")
-                              .c_str());
-  }
-  // Row-major contiguity; dimensions of extent 1 may carry any stride.
-  size_t count = 1;
-  bool contiguous = true;
-  for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.stride_ptr() != nullptr && a.shape(i) != 1 &&
-        a.stride(i) != static_cast<int64_t>(count)) {
-      contiguous = false;
-    }
-    count *= a.shape(i);
-  }
-  if (!contiguous && count > 0) {
-    throw nb::value_error(("argument '" + std::string(arg) +
-                           "' is not contiguous: pass tensor.contiguous() (operations work on "
-                           "the tensor's memory in place, without copies)")
-                              .c_str());
-  }
-  mw::Device dev;
-  if (a.device_type() == nb::device::cpu::value) {
-    dev = mw::Device::cpu();
-  } else if (a.device_type() == nb::device::cuda::value) {
-    dev = mw::Device::cuda(a.device_id());
-  } else {
-    throw nb::value_error(("argument '" + std::string(arg) + "': DLPack device type " +
-                           std::to_string(a.device_type()) + " is not supported (cpu, cuda:N)")
-                              .c_str());
-  }
-  mw::Tensor t{a.data(), *dt, count, dev};
+  // The runtime decides what it accepts (dtype, device, contiguity, size): the view is handed to
+  // mw::fromDLPack as the DLTensor nanobind already holds.
+  DLManagedTensor m{};
+  m.dl_tensor.data = a.data();  // byte_offset already applied
+  m.dl_tensor.device = {static_cast<DLDeviceType>(a.device_type()), a.device_id()};
+  m.dl_tensor.ndim = static_cast<int32_t>(a.ndim());
+  m.dl_tensor.dtype = {a.dtype().code, a.dtype().bits, a.dtype().lanes};
+  m.dl_tensor.shape = const_cast<int64_t*>(a.shape_ptr());
+  m.dl_tensor.strides = const_cast<int64_t*>(a.stride_ptr());
+  char what[64];  // no allocation on the per-call path
+  std::snprintf(what, sizeof what, "argument '%s'", arg);
+  mw::Result<mw::Tensor> t = mw::fromDLPack(&m, what);
+  if (!t.ok()) throw nb::value_error(t.status().message().c_str());
   keep.objects.push_back(nb::borrow(obj));
   keep.arrays.push_back(std::move(a));
-  return t;
+  return *t;
 }
 
 bool onMainThread() {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "multiworld/status.h"
 
@@ -87,9 +88,11 @@ Tensor Tensor::cpu(T* data, size_t count) {
 
 // Imports a DLPack tensor as a view. The view borrows `managed`'s memory: the caller must keep
 // `managed` alive (and call its deleter when done). Only compact row-major tensors (strides null or
-// matching a contiguous layout) of a supported dtype on CPU or CUDA are accepted; anything else
-// returns kInvalidArgument naming what was wrong. `managed` may not be null.
-Result<Tensor> fromDLPack(const DLManagedTensor* managed);
+// matching a contiguous layout; a dimension of extent 1 may have any stride) of a supported dtype
+// on CPU or CUDA are accepted; anything else returns kInvalidArgument saying what was wrong, with
+// the tensor called `what` (e.g. "argument 'input'"). `managed` may not be null.
+Result<Tensor> fromDLPack(const DLManagedTensor* managed,
+                          std::string_view what = "fromDLPack: tensor");
 
 // Exports `t` as a one-dimensional DLPack tensor that borrows `t.data`. The returned object is
 // owned by the caller, who calls its `deleter` exactly once; the deleter frees only the DLPack

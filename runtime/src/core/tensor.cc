@@ -61,8 +61,25 @@ Result<Device> parseDevice(const std::string& text) {
   return Status(Code::kInvalidArgument, "unknown device '" + text + "' (expected cpu or cuda:N)");
 }
 
-Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
-  if (managed == nullptr) return Status(Code::kInvalidArgument, "fromDLPack: null tensor");
+namespace {
+
+// "float32", "bfloat16", "uint8", "int8 x 4 lanes": a DLPack dtype as frameworks name it.
+std::string dlDTypeText(const DLDataType& t) {
+  static const char* const kCodes[] = {"int",    "uint",    "float", "opaque",
+                                       "bfloat", "complex", "bool"};
+  std::string n = t.code < 7 ? kCodes[t.code] : "code" + std::to_string(t.code);
+  n += std::to_string(t.bits);
+  if (t.lanes != 1) n += " x " + std::to_string(t.lanes) + " lanes";
+  return n;
+}
+
+}  // namespace
+
+Result<Tensor> fromDLPack(const DLManagedTensor* managed, std::string_view what) {
+  auto bad = [&](const std::string& why) {
+    return Status(Code::kInvalidArgument, std::string(what) + why);
+  };
+  if (managed == nullptr) return bad(" is null");
   const DLTensor& t = managed->dl_tensor;
   Tensor out;
   if (t.device.device_type == kDLCPU) {
@@ -70,9 +87,8 @@ Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
   } else if (t.device.device_type == kDLCUDA) {
     out.device = Device::cuda(t.device.device_id);
   } else {
-    return Status(Code::kInvalidArgument, "fromDLPack: device type " +
-                                              std::to_string(t.device.device_type) +
-                                              " is not supported (cpu or cuda only)");
+    return bad(": DLPack device type " + std::to_string(t.device.device_type) +
+               " is not supported (cpu, cuda:N)");
   }
   bool found = false;
   for (const auto& r : kDTypes) {
@@ -82,14 +98,10 @@ Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
     }
   }
   if (!found) {
-    return Status(Code::kInvalidArgument, "fromDLPack: dtype code " + std::to_string(t.dtype.code) +
-                                              " with " + std::to_string(t.dtype.bits) + " bits x " +
-                                              std::to_string(t.dtype.lanes) +
-                                              " lanes is not supported");
+    return bad(": dtype " + dlDTypeText(t.dtype) +
+               " is not supported (float32, float64, int32, int64, float16, bfloat16, uint8)");
   }
-  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) {
-    return Status(Code::kInvalidArgument, "fromDLPack: bad ndim/shape");
-  }
+  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr)) return bad(": bad ndim/shape");
   size_t count = 1;
   int64_t expected_stride = 1;
   // Every product is checked: a shape such as {2^62, 4} must not wrap to a small size.
@@ -97,19 +109,18 @@ Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
   bool empty = false;  // a zero dimension makes the whole tensor empty, whatever the others
   for (int d = 0; d < t.ndim; ++d) empty = empty || t.shape[d] == 0;
   for (int d = t.ndim - 1; d >= 0; --d) {
-    if (t.shape[d] < 0) return Status(Code::kInvalidArgument, "fromDLPack: negative dimension");
+    if (t.shape[d] < 0) return bad(": negative dimension");
     const auto dim = static_cast<size_t>(t.shape[d]);
     if (!empty && count > max_count / dim) {
-      return Status(Code::kInvalidArgument,
-                    "fromDLPack: the shape's element count overflows (dimension " +
-                        std::to_string(d) + " is " + std::to_string(t.shape[d]) + "; at most " +
-                        std::to_string(kMaxTensorBytes) + " bytes)");
+      return bad(": the shape's element count overflows (dimension " + std::to_string(d) + " is " +
+                 std::to_string(t.shape[d]) + "; at most " + std::to_string(kMaxTensorBytes) +
+                 " bytes)");
     }
     if (!empty && t.strides != nullptr && t.shape[d] > 1 && t.strides[d] != expected_stride) {
-      return Status(Code::kInvalidArgument, "fromDLPack: tensor is not contiguous (dimension " +
-                                                std::to_string(d) + " has stride " +
-                                                std::to_string(t.strides[d]) + ", expected " +
-                                                std::to_string(expected_stride) + ")");
+      return bad(" is not contiguous (dimension " + std::to_string(d) + " has stride " +
+                 std::to_string(t.strides[d]) + ", expected " + std::to_string(expected_stride) +
+                 "): operations use its memory in place, without copies; pass a contiguous "
+                 "tensor (torch: tensor.contiguous())");
     }
     if (!empty) {
       expected_stride = static_cast<int64_t>(static_cast<size_t>(expected_stride) * dim);
@@ -117,9 +128,7 @@ Result<Tensor> fromDLPack(const DLManagedTensor* managed) {
     }
   }
   if (empty) count = 0;
-  if (t.data == nullptr && count > 0) {
-    return Status(Code::kInvalidArgument, "fromDLPack: null data with non-zero size");
-  }
+  if (t.data == nullptr && count > 0) return bad(": null data with non-zero size");
   out.data = static_cast<char*>(t.data) + t.byte_offset;
   out.count = count;
   return out;
