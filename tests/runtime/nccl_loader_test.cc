@@ -140,3 +140,22 @@ TEST_CASE("missing_library_child", "[.][missing_library_child]") {
       m.initWorld(oneRankWorld("cpu", mw::BackendKind::kGloo), mw::deadlineIn(scaled(10000))).ok());
   std::printf("missing_library_child: %s\n", s.toString().c_str());
 }
+
+// Run by ctest with MW_TEST_PRELOAD naming an NCCL (a too-old one, named libnccl.so.2) that this
+// process loads before its first nccl world, as PyTorch does: the world uses that NCCL, not the
+// one the dynamic linker would find, and so fails naming it and its version.
+TEST_CASE("preloaded_child", "[.][preloaded_child]") {
+  const char* preload = std::getenv("MW_TEST_PRELOAD");
+  REQUIRE(preload != nullptr);
+  REQUIRE(std::getenv("MW_NCCL_LIBRARY") == nullptr);
+  void* h = dlopen(preload, RTLD_NOW | RTLD_LOCAL);
+  INFO((h == nullptr ? dlerror() : "loaded"));
+  REQUIRE(h != nullptr);
+  mw::WorldManager m;
+  mw::Status s =
+      m.initWorld(oneRankWorld("gpu", mw::BackendKind::kNccl), mw::deadlineIn(scaled(10000)));
+  INFO(s.toString());
+  CHECK(s.code() == mw::Code::kUnavailable);
+  CHECK(s.message().find(std::string(preload) + " is NCCL 2.18.3") != std::string::npos);
+  std::printf("preloaded_child: %s\n", s.toString().c_str());
+}

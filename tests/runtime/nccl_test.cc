@@ -1,13 +1,17 @@
 // NCCL worlds. The first cases run everywhere (a GPU world where none can run fails clearly);
 // the [gpu] cases need a GPU and exit with code 77 (ctest: skipped) saying why when there is none.
+// The same cases run twice: nccl_test on the machine's CUDA and NCCL, and nccl_sim_test on the
+// simulated GPU of sim_cuda.cc (two devices, one-rank NCCL), which every machine has.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -18,6 +22,22 @@ using namespace std::chrono_literals;
 using mw::test::scaled;
 
 namespace {
+
+#ifdef MW_SIM_DEVICE
+// nccl_sim_test: the runtime opens the simulated GPU this binary links (sim_cuda.cc), with two
+// devices, before main and so before any world loads NCCL.
+const bool kSimulated = [] {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 || !info.dli_fname) {
+    std::fprintf(stderr, "nccl_sim_test: cannot find its simulated GPU library\n");
+    std::abort();
+  }
+  setenv("MW_CUDART_LIBRARY", info.dli_fname, 1);
+  setenv("MW_NCCL_LIBRARY", info.dli_fname, 1);
+  setenv("MW_SIM_DEVICES", "2", 1);
+  return true;
+}();
+#endif
 
 // Exits the test process with ctest's skip code when this machine has no GPU, saying why.
 void requireGpu() {
@@ -218,4 +238,126 @@ TEST_CASE("100 create/remove cycles keep GPU memory and descriptors flat", "[ncc
   INFO("free before " << free0 << ", after " << free1);
   CHECK(free1 + (64u << 20) >= free0);  // within 64 MiB: allocator slack, no per-cycle leak
   CHECK(mw::test::openFds() <= fds0 + 2);
+}
+
+TEST_CASE("CUDA stream scopes nest and restore the thread's current stream", "[nccl]") {
+  CHECK(mw::currentCudaStream() == nullptr);
+  int a = 0, b = 0;
+  {
+    mw::CudaStreamScope outer(&a);
+    CHECK(mw::currentCudaStream() == &a);
+    {
+      mw::CudaStreamScope inner(&b);
+      CHECK(mw::currentCudaStream() == &b);
+      std::thread([] { CHECK(mw::currentCudaStream() == nullptr); }).join();  // per thread
+    }
+    CHECK(mw::currentCudaStream() == &a);
+  }
+  CHECK(mw::currentCudaStream() == nullptr);
+}
+
+namespace {
+
+// Host work queued on a stream: holds the stream for `ms` milliseconds, as a long kernel does.
+void CUDART_CB sleepOnStream(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<uintptr_t>(ms)));
+}
+
+// Queues, on `stream`, a 500 ms hold and then a fill of `buf` with byte `value`.
+void slowFill(DeviceBuf<float>& buf, int value, cudaStream_t stream) {
+  REQUIRE(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void*>(uintptr_t{500})) ==
+          cudaSuccess);
+  REQUIRE(cudaMemsetAsync(buf.p, value, sizeof(float) * buf.n, stream) == cudaSuccess);
+}
+
+bool allBytes(const std::vector<float>& v, int value) {
+  std::vector<float> want(v.size());
+  std::memset(want.data(), value, sizeof(float) * want.size());
+  return std::memcmp(v.data(), want.data(), sizeof(float) * v.size()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("an operation on CUDA tensors starts after the caller's stream and completes after the "
+          "GPU is done",
+          "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("ordered"), mw::deadlineIn(30s)).ok());
+  const size_t n = 1 << 18;
+  DeviceBuf<float> in(n), out(n);
+
+  // A stream of the caller's: the input is written there, 500 ms late; all_gather (one rank:
+  // out = in) must read the written input, without the host waiting for the stream first.
+  cudaStream_t mine = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
+  slowFill(in, 0x11, mine);
+  mw::Work w;
+  {
+    mw::CudaStreamScope scope(mine);
+    auto t0 = mw::Clock::now();
+    w = c.allGather("ordered", in.tensor(), out.tensor());
+    CHECK(mw::Clock::now() - t0 < 400ms);  // submission does not wait for the stream
+  }
+  CHECK_FALSE(w.test());  // output side: not complete while the GPU has not run it
+  REQUIRE(w.wait(mw::deadlineIn(30s)).ok());
+  CHECK(allBytes(out.get(), 0x11));
+
+  // No scope: the legacy default stream (stream 0) of the world's device.
+  slowFill(in, 0x22, nullptr);
+  REQUIRE(c.allGather("ordered", in.tensor(), out.tensor()).wait(mw::deadlineIn(30s)).ok());
+  CHECK(allBytes(out.get(), 0x22));
+
+  // Every kind of operation is ordered, barrier included (it waits, then completes).
+  slowFill(in, 0x33, mine);
+  {
+    mw::CudaStreamScope scope(mine);
+    mw::Work b = c.barrier("ordered");
+    std::this_thread::sleep_for(100ms);
+    CHECK_FALSE(b.test());
+    REQUIRE(b.wait(mw::deadlineIn(30s)).ok());
+    REQUIRE(c.broadcast("ordered", out.tensor(), 0).wait(mw::deadlineIn(30s)).ok());
+  }
+  REQUIRE(cudaStreamSynchronize(mine) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
+  CHECK(m.world("ordered")->state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("a stream of another device fails the operation, not the world, and the caller's device "
+          "is left as it was",
+          "[nccl][gpu]") {
+  requireGpu();
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  if (count < 2) {
+    std::fprintf(stderr, "SKIPPED: needs two GPUs, this machine has %d\n", count);
+    std::_Exit(77);
+  }
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("dev0", 0), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  cudaStream_t other = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) == cudaSuccess);
+  {
+    mw::CudaStreamScope scope(other);
+    mw::Status s = c.allReduce("dev0", a.tensor(0)).wait(mw::deadlineIn(30s));
+    INFO(s.toString());
+    CHECK(s.code() == mw::Code::kInvalidArgument);
+    CHECK(s.message().find("cannot be ordered after the caller's CUDA stream") !=
+          std::string::npos);
+    CHECK(s.message().find("cudaEventRecord") != std::string::npos);
+    CHECK(s.message().find("cuda:0") != std::string::npos);
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);  // the refusal left no error behind
+  // With the caller's current device 1, the default stream is still the world's device's.
+  REQUIRE(c.allReduce("dev0", a.tensor(0)).wait(mw::deadlineIn(30s)).ok());
+  int now = -1;
+  REQUIRE(cudaGetDevice(&now) == cudaSuccess);
+  CHECK(now == 1);
+  CHECK(m.world("dev0")->state == mw::WorldState::kHealthy);
+  REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }

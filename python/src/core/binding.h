@@ -41,6 +41,8 @@ inline void check(const mw::Status& s) {
 struct Borrowed {
   std::vector<nb::object> objects;
   std::vector<nb::ndarray<>> arrays;
+  int cuda_device = -1;      // the CUDA device of the tensors, if any is on one
+  bool cpu_tensors = false;  // whether any tensor is in CPU memory
 };
 
 // A zero-copy view of the tensor `obj` (a torch tensor or anything with __dlpack__ or the buffer

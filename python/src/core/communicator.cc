@@ -59,12 +59,55 @@ int tagFrom(int64_t tag) {
 // Submits `submit` (GIL released), then returns a Work (async_op) or waits for it and returns
 // None, raising the operation's error. Arguments rejected up front raise ValueError either way.
 // A wait interrupted by a signal handler's exception parks the tensors.
+// The cudaStream_t an operation is ordered after (multiworld/cuda_stream.h), from its `stream`
+// argument: None is PyTorch's current stream of the tensors' device when torch is loaded, else
+// the default stream; an int is a cudaStream_t; an object with an int `cuda_stream` (a
+// torch.cuda.Stream) or `ptr` (a cupy Stream) attribute gives its stream. ValueError for a
+// stream with CPU tensors, TypeError for anything else.
+void* streamFrom(nb::handle stream, const Borrowed& b) {
+  if (stream.is_none()) {
+    if (b.cuda_device < 0) return nullptr;
+    nb::object modules = nb::module_::import_("sys").attr("modules");
+    nb::object torch = modules.attr("get")("torch");
+    if (torch.is_none()) return nullptr;
+    stream = torch.attr("cuda").attr("current_stream")(b.cuda_device).attr("cuda_stream");
+    return reinterpret_cast<void*>(nb::cast<uintptr_t>(stream));
+  }
+  nb::handle value = stream;
+  nb::object attr;
+  if (nb::hasattr(stream, "cuda_stream")) {
+    attr = stream.attr("cuda_stream");
+    value = attr;
+  } else if (nb::hasattr(stream, "ptr")) {
+    attr = stream.attr("ptr");
+    value = attr;
+  }
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
+    throw nb::type_error(("argument 'stream': expected None, a torch.cuda.Stream or a "
+                          "cudaStream_t as an int, got " +
+                          std::string(nb::type_name(stream.type()).c_str()))
+                             .c_str());
+  }
+  uintptr_t v = 0;
+  if (!nb::try_cast(value, v)) {
+    throw nb::value_error("argument 'stream': the stream handle is not a pointer value");
+  }
+  if (b.cpu_tensors) {
+    throw nb::value_error(
+        "argument 'stream': operations on CPU tensors take no stream (stream= orders operations "
+        "on CUDA tensors)");
+  }
+  return reinterpret_cast<void*>(v);
+}
+
 template <typename F>
-nb::object run(Borrowed&& b, bool async_op, bool interruptible, F&& submit) {
+nb::object run(Borrowed&& b, nb::handle stream, bool async_op, bool interruptible, F&& submit) {
   pruneParked();
+  void* cuda_stream = streamFrom(stream, b);
   mw::Work w;
   {
     nb::gil_scoped_release release;
+    mw::CudaStreamScope scope(cuda_stream);
     w = submit();
   }
   if (async_op) {
@@ -160,6 +203,7 @@ void bindCommunicator(nb::module_& m) {
 
   using C = PyCommunicator;
   const auto a_async = nb::arg("async_op") = false;
+  const auto a_stream = nb::arg("stream") = nb::none();
   nb::class_<C>(m, "Communicator",
                 "Tensor operations inside the worlds of one WorldManager, addressed by world name.")
       // Contract: a communicator over `manager`'s worlds; keeps `manager` alive.
@@ -182,143 +226,143 @@ void bindCommunicator(nb::module_& m) {
       // isend/irecv: always asynchronous; match by (peer, tag).
       .def(
           "isend",
-          [](C& c, const std::string& world, nb::handle tensor, int64_t dst, int64_t tag) {
+          [](C& c, const std::string& world, nb::handle tensor, int64_t dst, int64_t tag, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int d = toInt(dst, "dst"), g = tagFrom(tag);
-            return run(std::move(b), true, true, [&] { return c.comm.isend(world, t, d, g); });
+            return run(std::move(b), stream, true, true, [&] { return c.comm.isend(world, t, d, g); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_stream)
       .def(
           "irecv",
-          [](C& c, const std::string& world, nb::handle tensor, int64_t src, int64_t tag) {
+          [](C& c, const std::string& world, nb::handle tensor, int64_t src, int64_t tag, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int s = toInt(src, "src"), g = tagFrom(tag);
-            return run(std::move(b), true, true, [&] { return c.comm.irecv(world, t, s, g); });
+            return run(std::move(b), stream, true, true, [&] { return c.comm.irecv(world, t, s, g); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_stream)
       .def(
           "send",
           [](C& c, const std::string& world, nb::handle tensor, int64_t dst, int64_t tag,
-             bool async_op) {
+             bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int d = toInt(dst, "dst"), g = tagFrom(tag);
-            return run(std::move(b), async_op, true, [&] { return c.comm.isend(world, t, d, g); });
+            return run(std::move(b), stream, async_op, true, [&] { return c.comm.isend(world, t, d, g); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_async)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_async, a_stream)
       .def(
           "recv",
           [](C& c, const std::string& world, nb::handle tensor, int64_t src, int64_t tag,
-             bool async_op) {
+             bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int s = toInt(src, "src"), g = tagFrom(tag);
-            return run(std::move(b), async_op, true, [&] { return c.comm.irecv(world, t, s, g); });
+            return run(std::move(b), stream, async_op, true, [&] { return c.comm.irecv(world, t, s, g); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_async)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_async, a_stream)
       // In place: root's tensor lands in every member's.
       .def(
           "broadcast",
-          [](C& c, const std::string& world, nb::handle tensor, int64_t root, bool async_op) {
+          [](C& c, const std::string& world, nb::handle tensor, int64_t root, bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int r = toInt(root, "root");
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.broadcast(world, t, r); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("root"), a_async)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("root"), a_async, a_stream)
       // In place; op: 'sum', 'prod', 'min', 'max'.
       .def(
           "all_reduce",
           [](C& c, const std::string& world, nb::handle tensor, const std::string& op,
-             bool async_op) {
+             bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const mw::ReduceOp o = reduceOpFrom(op);
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.allReduce(world, t, o); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("op") = "sum", a_async)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("op") = "sum", a_async, a_stream)
       // The result lands in `tensor` at root; other ranks' tensor is scratch (undefined after).
       .def(
           "reduce",
           [](C& c, const std::string& world, nb::handle tensor, int64_t root, const std::string& op,
-             bool async_op) {
+             bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int r = toInt(root, "root");
             const mw::ReduceOp o = reduceOpFrom(op);
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.reduce(world, t, r, o); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("root"), nb::arg("op") = "sum", a_async)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("root"), nb::arg("op") = "sum", a_async, a_stream)
       // output.numel() == input.numel() * size; rank i's input lands in block i of output.
       .def(
           "all_gather",
-          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op) {
+          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.allGather(world, in, out); });
           },
-          nb::arg("world"), nb::arg("output"), nb::arg("input"), a_async)
+          nb::arg("world"), nb::arg("output"), nb::arg("input"), a_async, a_stream)
       // At root output.numel() == input.numel() * size; other ranks may pass output=None.
       .def(
           "gather",
           [](C& c, const std::string& world, nb::handle output, nb::handle input, int64_t root,
-             bool async_op) {
+             bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor in = tensorView(input, "input", b);
             mw::Tensor out = viewOrEmpty(output, "output", in, b);
             const int r = toInt(root, "root");
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.gather(world, in, out, r); });
           },
-          nb::arg("world"), nb::arg("output").none(), nb::arg("input"), nb::arg("root"), a_async)
+          nb::arg("world"), nb::arg("output").none(), nb::arg("input"), nb::arg("root"), a_async, a_stream)
       // At root input.numel() == output.numel() * size; other ranks may pass input=None.
       .def(
           "scatter",
           [](C& c, const std::string& world, nb::handle output, nb::handle input, int64_t root,
-             bool async_op) {
+             bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b);
             mw::Tensor in = viewOrEmpty(input, "input", out, b);
             const int r = toInt(root, "root");
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.scatter(world, in, out, r); });
           },
-          nb::arg("world"), nb::arg("output"), nb::arg("input").none(), nb::arg("root"), a_async)
+          nb::arg("world"), nb::arg("output"), nb::arg("input").none(), nb::arg("root"), a_async, a_stream)
       // input.numel() == output.numel() * size; block i of the reduced input lands in rank i.
       .def(
           "reduce_scatter",
           [](C& c, const std::string& world, nb::handle output, nb::handle input,
-             const std::string& op, bool async_op) {
+             const std::string& op, bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
             const mw::ReduceOp o = reduceOpFrom(op);
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.reduceScatter(world, in, out, o); });
           },
-          nb::arg("world"), nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", a_async)
+          nb::arg("world"), nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", a_async, a_stream)
       // input.numel() == output.numel() == block * size; block j of rank i's input lands in
       // block i of rank j's output.
       .def(
           "all_to_all",
-          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op) {
+          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op, nb::handle stream) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
-            return run(std::move(b), async_op, false,
+            return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.allToAll(world, in, out); });
           },
-          nb::arg("world"), nb::arg("output"), nb::arg("input"), a_async)
+          nb::arg("world"), nb::arg("output"), nb::arg("input"), a_async, a_stream)
       .def(
           "barrier",
-          [](C& c, const std::string& world, bool async_op) {
-            return run(Borrowed{}, async_op, false, [&] { return c.comm.barrier(world); });
+          [](C& c, const std::string& world, bool async_op, nb::handle stream) {
+            return run(Borrowed{}, stream, async_op, false, [&] { return c.comm.barrier(world); });
           },
-          nb::arg("world"), a_async)
+          nb::arg("world"), a_async, a_stream)
       .def_prop_ro("manager", [](C& c) { return c.owner; });
 
   // Contract: runs `iters` blocking calls of `op` ('send', 'recv', 'all_reduce', 'broadcast'

@@ -119,6 +119,11 @@ mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep) {
   std::snprintf(what, sizeof what, "argument '%s'", arg);
   mw::Result<mw::Tensor> t = mw::fromDLPack(&m, what);
   if (!t.ok()) throw nb::value_error(t.status().message().c_str());
+  if (t->device.kind == mw::Device::Kind::kCuda) {
+    keep.cuda_device = t->device.index;
+  } else {
+    keep.cpu_tensors = true;
+  }
   keep.objects.push_back(nb::borrow(obj));
   keep.arrays.push_back(std::move(a));
   return *t;

@@ -3,6 +3,7 @@
 
 #include "multiworld/communicator.h"
 #include "multiworld/config.h"
+#include "multiworld/cuda_stream.h"
 #include "multiworld/failpoints.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"

@@ -60,8 +60,10 @@ struct WorldOptions {
   // Where the world's tensors live: cpu for gloo; cuda:N for nccl (N as this process sees its GPUs
   // through CUDA_VISIBLE_DEVICES). A missing driver or GPU fails initialization with kUnavailable.
   // NCCL and the CUDA runtime are opened when the first nccl world is created ($MW_NCCL_LIBRARY,
-  // else libnccl.so.2; $MW_CUDART_LIBRARY, else libcudart.so.<major>): a file that is missing,
-  // lacks a function or holds an NCCL older than 2.22 fails it with kUnavailable naming the file.
+  // else the libnccl.so* the process has loaded already (PyTorch's), else libnccl.so.2; the same
+  // for $MW_CUDART_LIBRARY, libcudart.so*, libcudart.so.<major>): a file that is missing, lacks a
+  // function or holds an NCCL older than 2.22 fails it with kUnavailable naming the file.
+  // Operations on its tensors are ordered after the caller's CUDA stream (cuda_stream.h).
   Device device{};
   // The world's store. Rank 0 hosts it there when host_store is true (port 0 lets rank 0 pick a
   // free port, reported by WorldInfo::store_port; other ranks then need that port).

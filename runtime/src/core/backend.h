@@ -64,6 +64,11 @@ struct OpRequest {
   int tag = 0;
   ReduceOp reduce = ReduceOp::kSum;
   Deadline deadline{};
+  // The submitting thread's current CUDA stream (multiworld/cuda_stream.h), which nccl worlds
+  // order the operation after; Gloo ignores it.
+  void* stream = nullptr;
+  // NCCL: the event recorded on `stream` at submission (a cudaEvent_t), owned by the backend.
+  void* ready = nullptr;
   std::shared_ptr<WorkState> work;
 };
 

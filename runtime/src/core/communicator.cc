@@ -1,5 +1,7 @@
 #include "multiworld/communicator.h"
 
+#include "multiworld/cuda_stream.h"
+
 #include "core/backend.h"
 #include "core/manager_impl.h"
 #include "core/work_state.h"
@@ -166,6 +168,7 @@ Work submit(WorldManager& m, const std::string& world, OpRequest op, bool caller
   Status s = validate(op, Checker(*w, op.kind));
   if (!s.ok()) return Work::done(world, s);
   op.deadline = deadlineIn(w->options().op_timeout);
+  op.stream = currentCudaStream();
   op.work = std::make_shared<detail::WorkState>(world);
   Work handle = detail::WorkAccess::make(op.work);
   w->submit(std::move(op), caller_waits);
@@ -185,6 +188,18 @@ OpRequest request(OpKind kind, const Tensor& in, const Tensor& out = {}, int pee
 }
 
 }  // namespace
+
+namespace {
+thread_local void* current_stream = nullptr;
+}  // namespace
+
+CudaStreamScope::CudaStreamScope(void* stream) noexcept : previous_(current_stream) {
+  current_stream = stream;
+}
+
+CudaStreamScope::~CudaStreamScope() { current_stream = previous_; }
+
+void* currentCudaStream() noexcept { return current_stream; }
 
 Work Communicator::isend(const std::string& world, const Tensor& t, int dst, int tag) {
   return submit(manager_, world, request(OpKind::kSend, t, {}, dst, tag));

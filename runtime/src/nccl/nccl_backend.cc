@@ -2,6 +2,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -213,8 +214,9 @@ class NcclBackend final : public Backend {
 
   void submit(OpRequest op, bool /*caller_waits*/) override {
     std::unique_lock lock(mu_);
-    if (abort_reason_) {
-      Status s = *abort_reason_;
+    // Under mu_: shutdown destroys the events only after abort, which a submit sees here.
+    Status s = abort_reason_ ? *abort_reason_ : orderAfterCaller(op);
+    if (!s.ok()) {
       lock.unlock();
       op.work->complete(std::move(s));
       return;
@@ -233,7 +235,10 @@ class NcclBackend final : public Backend {
       dropped.swap(queue_);
     }
     cv_.notify_all();
-    for (auto& op : dropped) op.work->complete(reason);
+    for (auto& op : dropped) {
+      giveEvent(static_cast<cudaEvent_t>(op.ready));
+      op.work->complete(reason);
+    }
   }
 
   void shutdown() override {
@@ -245,8 +250,12 @@ class NcclBackend final : public Backend {
     abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
     if (executor_.joinable()) executor_.join();
     // The executor aborted the communicator and drained the stream.
-    for (cudaEvent_t e : events_) api_.cudaEventDestroy(e);
-    events_.clear();
+    {
+      std::lock_guard lock(events_mu_);
+      for (cudaEvent_t e : events_) api_.cudaEventDestroy(e);
+      events_.clear();
+      free_events_.clear();
+    }
     if (scratch_ != nullptr) api_.cudaFree(scratch_);
     if (stream_ != nullptr) api_.cudaStreamDestroy(stream_);
     scratch_ = nullptr;
@@ -271,7 +280,13 @@ class NcclBackend final : public Backend {
   Failure ncclFailure(const char* what, ncclResult_t r, const std::string& suffix = "");
   void fail(const Failure& f);
   void drain(std::deque<InFlight>& inflight);
+  // Records op.ready on op.stream in the submitting thread (the CUDA stream contract,
+  // multiworld/cuda_stream.h). kInvalidArgument when CUDA refuses the stream.
+  Status orderAfterCaller(OpRequest& op);
+  // An event of this world's device from the pool (nullptr when CUDA cannot make one); the
+  // calling thread's current device must be the world's. giveEvent(nullptr) does nothing.
   cudaEvent_t takeEvent();
+  void giveEvent(cudaEvent_t e);
   Status abortReason();
 
   const NcclConfig cfg_;
@@ -282,8 +297,9 @@ class NcclBackend final : public Backend {
   BackendErrorHandler on_error_;
   const OpFailPoints failpoints_;
   std::optional<Injection> async_injection_;  // executor thread only
-  std::vector<cudaEvent_t> events_;           // every event created, for shutdown
-  std::vector<cudaEvent_t> free_events_;      // executor thread only
+  std::mutex events_mu_;                      // taken inside mu_, never around it
+  std::vector<cudaEvent_t> events_;           // GUARDED_BY(events_mu_): all, for shutdown
+  std::vector<cudaEvent_t> free_events_;      // GUARDED_BY(events_mu_)
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -295,6 +311,7 @@ class NcclBackend final : public Backend {
 };
 
 cudaEvent_t NcclBackend::takeEvent() {
+  std::lock_guard lock(events_mu_);
   if (!free_events_.empty()) {
     cudaEvent_t e = free_events_.back();
     free_events_.pop_back();
@@ -304,6 +321,41 @@ cudaEvent_t NcclBackend::takeEvent() {
   if (api_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
   events_.push_back(e);
   return e;
+}
+
+void NcclBackend::giveEvent(cudaEvent_t e) {
+  if (e == nullptr) return;
+  std::lock_guard lock(events_mu_);
+  free_events_.push_back(e);
+}
+
+Status NcclBackend::orderAfterCaller(OpRequest& op) {
+  int previous = -1;
+  const bool switched =
+      api_.cudaGetDevice(&previous) != cudaSuccess || previous != cfg_.device;
+  cudaError_t e = switched ? api_.cudaSetDevice(cfg_.device) : cudaSuccess;
+  cudaEvent_t ready = nullptr;
+  if (e == cudaSuccess) {
+    ready = takeEvent();
+    e = ready == nullptr ? cudaErrorMemoryAllocation
+                         : api_.cudaEventRecord(ready, static_cast<cudaStream_t>(op.stream));
+  }
+  if (switched && previous >= 0) api_.cudaSetDevice(previous);
+  if (e == cudaSuccess) {
+    op.ready = ready;
+    return Status::Ok();
+  }
+  api_.cudaGetLastError();  // not a sticky error: the caller's own CUDA calls go on
+  giveEvent(ready);
+  char stream[32];
+  std::snprintf(stream, sizeof stream, "%p", op.stream);
+  return Status(Code::kInvalidArgument,
+                "world '" + cfg_.world + "': " + opKindName(op.kind) +
+                    " cannot be ordered after the caller's CUDA stream " +
+                    (op.stream == nullptr ? std::string("(the default stream)") : stream) +
+                    ": cudaEventRecord: " + cudaText(e) +
+                    " (the current stream must be a live stream of cuda:" +
+                    std::to_string(cfg_.device) + ")");
 }
 
 Status NcclBackend::abortReason() {
@@ -330,6 +382,10 @@ void NcclBackend::run() {
     bool progressed = false;
     if (next) {
       cudaEvent_t done = takeEvent();
+      if (done == nullptr) {
+        giveEvent(static_cast<cudaEvent_t>(next->ready));
+        next->ready = nullptr;
+      }
       std::optional<Failure> f =
           done == nullptr ? std::optional<Failure>(Failure{Cause::kBackendError, -1,
                                                            "cudaEventCreateWithFlags failed"})
@@ -342,14 +398,27 @@ void NcclBackend::run() {
       }
       progressed = true;
     }
+    // An operation whose event completed succeeded only if the communicator reports no error:
+    // NCCL's kernels also end (and the event fires) when a peer or the network failed under
+    // them, with the output half written. So the error is checked before any success is given.
+    bool checked = false;
+    std::optional<Failure> failed;
     while (!inflight.empty()) {
       cudaError_t q = api_.cudaEventQuery(inflight.front().done);
       if (q == cudaErrorNotReady) break;
       if (q != cudaSuccess) break;  // reported below with the communicator's state
-      free_events_.push_back(inflight.front().done);
+      if (!checked) {
+        checked = true;
+        if ((failed = asyncFailure())) break;
+      }
+      giveEvent(inflight.front().done);
       inflight.front().req.work->complete(Status::Ok());
       inflight.pop_front();
       progressed = true;
+    }
+    if (failed) {
+      fail(*failed);
+      break;
     }
     if (inflight.empty()) continue;
     if (cudaError_t q = api_.cudaEventQuery(inflight.front().done);
@@ -380,6 +449,16 @@ void NcclBackend::run() {
 
 std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
   const char* what = opKindName(op.kind);
+  if (op.ready != nullptr) {  // after the caller's stream, as it was at submission
+    cudaEvent_t ready = static_cast<cudaEvent_t>(op.ready);
+    op.ready = nullptr;
+    cudaError_t e = api_.cudaStreamWaitEvent(stream_, ready, 0);
+    giveEvent(ready);
+    if (e != cudaSuccess) {
+      return Failure{Cause::kBackendError, -1,
+                     std::string(what) + ": cudaStreamWaitEvent: " + cudaText(e)};
+    }
+  }
   failpoints_.delayIfAsked();
   auto injected = failpoints_[op.kind].check();
   if (injected && injected->failinfo == 0) {

@@ -37,14 +37,38 @@ std::string resolvedPath(void* handle, const std::string& asked) {
   return asked;
 }
 
-// Opens `$variable` when it is set, else the first of `defaults` that opens. kUnavailable naming
-// every file tried and dlerror's text for each.
+// The path of a library this process has loaded already whose file name starts with `prefix`
+// ("libnccl.so": PyTorch's NCCL, say), or "" when there is none.
+std::string alreadyLoaded(const std::string& prefix) {
+  struct Search {
+    const std::string& prefix;
+    std::string found;
+  } search{prefix, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* arg) {
+        auto* s = static_cast<Search*>(arg);
+        const std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        const std::string base = path.substr(path.find_last_of('/') + 1);
+        if (base.rfind(s->prefix, 0) != 0) return 0;
+        s->found = path;
+        return 1;
+      },
+      &search);
+  return search.found;
+}
+
+// Opens `$variable` when it is set, else a library of `loaded_prefix` the process has already
+// loaded (so that the process runs one NCCL and one CUDA runtime: PyTorch's, when PyTorch came
+// first), else the first of `defaults` that opens. kUnavailable naming every file tried and
+// dlerror's text for each.
 Result<Library> open(const std::string& what, const char* variable,
-                     const std::vector<std::string>& defaults) {
+                     const std::string& loaded_prefix, const std::vector<std::string>& defaults) {
   const char* chosen = std::getenv(variable);
   const bool from_variable = chosen != nullptr && *chosen != '\0';
-  const std::vector<std::string> names =
-      from_variable ? std::vector<std::string>{chosen} : defaults;
+  const std::string present = from_variable ? std::string() : alreadyLoaded(loaded_prefix);
+  const std::vector<std::string> names = from_variable      ? std::vector<std::string>{chosen}
+                                         : !present.empty() ? std::vector<std::string>{present}
+                                                            : defaults;
   std::string tried;
   for (const std::string& name : names) {
     void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -82,9 +106,10 @@ Status checkVersion(NcclApi& api) {
 
 Result<const NcclApi*> load() {
   const std::string cudart_major = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
-  auto cudart = open("the CUDA runtime", kCudartVariable, {cudart_major, "libcudart.so"});
+  auto cudart =
+      open("the CUDA runtime", kCudartVariable, "libcudart.so", {cudart_major, "libcudart.so"});
   if (!cudart.ok()) return cudart.status();
-  auto nccl = open("NCCL", kNcclVariable, {"libnccl.so.2"});
+  auto nccl = open("NCCL", kNcclVariable, "libnccl.so", {"libnccl.so.2"});
   if (!nccl.ok()) return nccl.status();
   NcclApi api;
   api.cudart_file = cudart->file;

@@ -2,8 +2,9 @@
 // opened (dlopen) when the first NCCL world is created, never linked, so a program that uses only
 // CPU worlds needs neither of them, at build or at run time, even with the NCCL backend built in.
 //
-// Files: NCCL is $MW_NCCL_LIBRARY when set (for a process that already carries another NCCL, such
-// as PyTorch's), else "libnccl.so.2"; the CUDA runtime is $MW_CUDART_LIBRARY when set, else
+// Files: NCCL is $MW_NCCL_LIBRARY when set, else the libnccl.so* the process has loaded already
+// (PyTorch's, when torch.cuda came first: one NCCL per process), else "libnccl.so.2"; the CUDA
+// runtime is $MW_CUDART_LIBRARY when set, else a libcudart.so* already loaded, else
 // "libcudart.so.<major>" of the toolkit this library was built with, else "libcudart.so".
 // nccl.h and cuda_runtime_api.h are used for their types and constants only.
 #pragma once
@@ -29,7 +30,7 @@ inline constexpr int kMinNcclVersion = 22200;
   X(cudaGetDeviceCount) X(cudaSetDevice) X(cudaGetLastError) X(cudaGetErrorName)                 \
   X(cudaGetErrorString) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaFree)            \
   X(cudaMemset) X(cudaEventCreateWithFlags) X(cudaEventRecord) X(cudaEventQuery)                 \
-  X(cudaEventDestroy)
+  X(cudaEventDestroy) X(cudaGetDevice) X(cudaStreamWaitEvent)
 #define MW_NCCL_FUNCTIONS(X)                                                                     \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
   X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGroupStart) X(ncclGroupEnd)   \
