@@ -20,13 +20,17 @@ def test_bench_python_runs_every_part(tmp_path):
     report = tmp_path / "bench.json"
     out = subprocess.run(
         [sys.executable, str(BENCH), "--calls", "50", "--blocks", "2", "--reps", "1",
-         "--sizes", "64K", "--bytes-per-rep", "256K", "--kills", "2", "--json", str(report)],
+         "--sizes", "64K,1M", "--bytes-per-rep", "2M", "--pairs", "2", "--bytes-per-block",
+         "1M", "--kills", "2", "--json", str(report)],
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     doc = json.loads(report.read_text())
     assert set(doc["overhead"]) == {"all_reduce", "broadcast", "barrier"}
     kinds = {(row["kind"], row["size"]) for row in doc["throughput"]}
-    assert kinds == {("send_recv", 65536), ("all_reduce", 65536)}
+    assert kinds == {(k, n) for k in ("send_recv", "all_reduce") for n in (65536, 1 << 20)}
+    paired = {(row["kind"], row["size"]): row for row in doc["paired"]}  # from 1 MiB only
+    assert set(paired) == {("send_recv", 1 << 20), ("all_reduce", 1 << 20)}
+    assert all(row["main_over_cpp"]["n"] == 2 for row in paired.values())
     assert len(doc["detection"]["iterations"]) == 2
     assert all(it["seen_ms"] >= it["runtime_ms"] >= 0 for it in doc["detection"]["iterations"])
 
@@ -36,6 +40,8 @@ def test_bench_python_runs_every_part(tmp_path):
     (["--sizes", "1X"], "bad size"),
     (["--parts", "speed"], "unknown part"),
     (["--reps", "0"], "--reps must be at least 1"),
+    (["--pairs", "0"], "--pairs must be at least 1"),
+    (["--bytes-per-block", "7"], "not a multiple of 4"),
 ])
 def test_bench_python_refuses_bad_flags(argv, message):
     out = subprocess.run([sys.executable, str(BENCH)] + argv, capture_output=True, text=True,

@@ -2,10 +2,13 @@
 // The binding is thin: every decision about worlds, tensors and failures is the C++ runtime's.
 #pragma once
 
+#include <Python.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -64,6 +67,25 @@ mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interrupt
 
 // Whether this is Python's main thread, the one that runs signal handlers (GIL held).
 bool onMainThread();
+
+// The one waiting loop of the binding's blocking calls: calls `attempt(slice)` with the GIL
+// released, where `slice` is `deadline` or 200 ms from now if sooner, until it returns true (done)
+// or `deadline` has passed; between slices Python's signal handlers run (Ctrl-C raises
+// KeyboardInterrupt as nb::python_error; they run on the main thread only). Returns the last
+// attempt's result. GIL held on entry and exit.
+template <typename Attempt>
+bool waitInSlices(mw::Deadline deadline, Attempt&& attempt) {
+  for (;;) {
+    const mw::Deadline slice = std::min(deadline, mw::deadlineIn(std::chrono::milliseconds(200)));
+    bool done = false;
+    {
+      nb::gil_scoped_release release;
+      done = attempt(slice);
+    }
+    if (done || mw::Clock::now() >= deadline) return done;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  }
+}
 
 // Hands `b` to the module's parked list while `w` is pending (a Work wrapper dropped early, a
 // blocking call interrupted); parked entries are released once their operation has completed.

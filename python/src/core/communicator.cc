@@ -184,20 +184,13 @@ void bindCommunicator(nb::module_& m) {
           if (w == nullptr) throw nb::type_error("wait_any: works must be Work objects");
           ws.push_back(w->work);
         }
-        const mw::Deadline deadline = deadlineFrom(timeout);
-        for (;;) {
-          const mw::Deadline slice =
-              std::min(deadline, mw::deadlineIn(std::chrono::milliseconds(200)));
-          mw::Result<size_t> r = mw::Status(mw::Code::kInvalidUsage, "unset");
-          {
-            nb::gil_scoped_release release;
-            r = mw::waitAny(ws, slice);
-          }
-          if (r.ok()) return *r;
-          if (r.status().code() != mw::Code::kTimeout || mw::Clock::now() >= deadline)
-            check(r.status());
-          if (PyErr_CheckSignals() != 0) throw nb::python_error();
-        }
+        mw::Result<size_t> r = mw::Status(mw::Code::kInvalidUsage, "unset");
+        waitInSlices(deadlineFrom(timeout), [&](mw::Deadline slice) {
+          r = mw::waitAny(ws, slice);
+          return r.ok() || r.status().code() != mw::Code::kTimeout;
+        });
+        check(r.status());
+        return *r;
       },
       nb::arg("works"), nb::arg("timeout") = nb::none());
 

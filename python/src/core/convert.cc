@@ -140,20 +140,13 @@ mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interrupt
     nb::gil_scoped_release release;
     return w.wait(deadline);
   }
-  for (;;) {
-    const mw::Deadline slice = std::min(deadline, mw::deadlineIn(200ms));
-    mw::Status s;
-    bool done = false;
-    {
-      nb::gil_scoped_release release;
-      s = w.wait(slice);
-      done = s.code() != mw::Code::kTimeout || w.test();
-    }
-    // A completed operation reports its own status (which may itself be a timeout).
-    if (done) return done && s.code() == mw::Code::kTimeout ? w.status() : s;
-    if (mw::Clock::now() >= deadline) return s;
-    if (PyErr_CheckSignals() != 0) throw nb::python_error();
-  }
+  mw::Status s;
+  const bool done = waitInSlices(deadline, [&](mw::Deadline slice) {
+    s = w.wait(slice);
+    return s.code() != mw::Code::kTimeout || w.test();
+  });
+  // A completed operation reports its own status (which may itself be a timeout).
+  return done && s.code() == mw::Code::kTimeout ? w.status() : s;
 }
 
 namespace {

@@ -162,19 +162,12 @@ void bindManager(nb::module_& m) {
       .def(
           "next",
           [](PyEvents& self, std::optional<double> timeout) -> nb::object {
-            const mw::Deadline deadline = deadlineFrom(timeout);
-            for (;;) {
-              const mw::Deadline slice =
-                  std::min(deadline, mw::deadlineIn(std::chrono::milliseconds(200)));
-              std::optional<mw::WorldEvent> e;
-              {
-                nb::gil_scoped_release release;
-                e = self.sub->next(slice);
-              }
-              if (e) return nb::cast(std::move(*e));
-              if (mw::Clock::now() >= deadline) return nb::none();
-              if (PyErr_CheckSignals() != 0) throw nb::python_error();
-            }
+            std::optional<mw::WorldEvent> e;
+            waitInSlices(deadlineFrom(timeout), [&](mw::Deadline slice) {
+              e = self.sub->next(slice);
+              return e.has_value();
+            });
+            return e ? nb::cast(std::move(*e)) : nb::none();
           },
           nb::arg("timeout") = nb::none());
 
