@@ -276,31 +276,29 @@ def verify(comm, world, rank, size):
             raise RuntimeError(f"{variant} all_reduce of {human(size)} gave a wrong sum")
 
 
+def time_blocks(comm, rank, buffers, blocks, variants):
+    """Runs each (size, kind, index, variant, iters) block after a barrier; gives {(size, kind):
+    {variant: [seconds per operation, one per block]}}."""
+    times = {}
+    for size, kind, _, variant, iters in blocks:
+        comm.barrier("bench")
+        t0 = time.perf_counter()
+        run_variant(comm, "bench", rank, kind, variant, buffers[size], iters)
+        took = time.perf_counter() - t0
+        times.setdefault((size, kind), {v: [] for v in variants})[variant].append(took / iters)
+    return times
+
+
 def throughput_body(args, manager, rank, torch_init):
-    """Both processes run this once world "bench" is joined; gives {(size, kind): {variant:
-    [seconds per operation, one per rep]}} (rank 0's are the ones reported)."""
-    dist.init_process_group("gloo", init_method=torch_init, rank=rank,
-                            world_size=2)
+    """Both processes run this once world "bench" is joined; gives the per-rep times and the
+    paired ones, as time_blocks does (rank 0's are the ones reported)."""
+    dist.init_process_group("gloo", init_method=torch_init, rank=rank, world_size=2)
     comm = mw.Communicator(manager)
     for size in args.sizes:
         verify(comm, "bench", rank, size)
-    times = {}
     buffers = {size: torch.zeros(size // 4) for size in args.sizes}
-    for size, kind, rep, variant, iters in schedule(args):
-        t = buffers[size]
-        comm.barrier("bench")
-        t0 = time.perf_counter()
-        run_variant(comm, "bench", rank, kind, variant, t, iters)
-        took = time.perf_counter() - t0
-        times.setdefault((size, kind), {v: [] for v in VARIANTS})[variant].append(took / iters)
-    paired = {}
-    for size, kind, pair, variant, iters in paired_schedule(args):
-        t = buffers[size]
-        comm.barrier("bench")
-        t0 = time.perf_counter()
-        run_variant(comm, "bench", rank, kind, variant, t, iters)
-        took = time.perf_counter() - t0
-        paired.setdefault((size, kind), {"python": [], "cpp": []})[variant].append(took / iters)
+    times = time_blocks(comm, rank, buffers, schedule(args), VARIANTS)
+    paired = time_blocks(comm, rank, buffers, paired_schedule(args), ("python", "cpp"))
     comm.barrier("bench")
     dist.destroy_process_group()
     manager.close()
