@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "chaos/overload.h"
+#include "core/telemetry.h"
 
 namespace mw::chaos::lines {
 
@@ -87,16 +88,14 @@ std::string format(const Line& line) {
   return std::visit(
       Overload{
           [](const Fifo& l) { return "fifo " + (l.path.empty() ? std::string("-") : l.path); },
-          [&](const Ready& l) { return "ready " + n(l.t_ns); },
+          [&](const Ready& l) { return detail::telemetry_lines::ready(l.t_ns); },
           [&](const Event& l) {
-            return "event " + n(l.t_ns) + " " + l.world + " " + eventKindName(l.kind) + " " +
-                   n(l.generation) + " " +
-                   (l.cause == Cause::kNone ? std::string("-") : causeName(l.cause)) + " " +
-                   n(l.peer) + " " + oneLine(l.detail);
+            return detail::telemetry_lines::event(l.t_ns, l.world, l.kind, l.generation, l.cause,
+                                                  l.peer, l.detail);
           },
           [&](const Metrics& l) {
-            return "metrics " + n(l.t_ns) + " " + l.world + " " + n(l.generation) + " " +
-                   n(l.bytes) + " " + n(l.ops) + " " + n(l.lat_sum_ns) + " " + n(l.lat_max_ns);
+            return detail::telemetry_lines::metrics(
+                l.t_ns, l.world, l.generation, {l.bytes, l.ops, l.lat_sum_ns, l.lat_max_ns});
           },
           [&](const Cpu& l) { return "cpu " + n(l.t_ns) + " " + n(l.cpu_ns) + " " + n(l.wait_ns); },
           [&](const JoinFail& l) {

@@ -141,25 +141,7 @@ TEST_CASE("a member that joins long after the first does not make the new world 
   }
 }
 
-namespace {
-
-// The names of this process's threads (/proc/self/task/*/comm).
-std::vector<std::string> threadNames() {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      names.push_back(name);
-    }
-    ::closedir(d);
-  }
-  return names;
-}
-
-}  // namespace
+using mw::test::threadNames;
 
 TEST_CASE("the library's threads carry names that say their world", "[runtime][lifecycle]") {
   mw::WorldManager m0, m1;

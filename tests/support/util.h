@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "chaos/ports.h"
 
@@ -26,6 +28,22 @@ inline int countEntries(const char* dir) {
 }
 inline int openFds() { return countEntries("/proc/self/fd") - 1; }  // minus opendir's own
 inline int threadCount() { return countEntries("/proc/self/task"); }
+
+// The names of this process's threads (/proc/self/task/*/comm).
+inline std::vector<std::string> threadNames() {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  return names;
+}
 
 // Time bounds are multiplied by MW_TEST_TIME_SCALE (sanitizer builds run slower).
 inline double timeScale() {

@@ -2,7 +2,10 @@
 
 #include "multiworld/cuda_stream.h"
 
+#include <algorithm>
+
 #include "core/backend.h"
+#include "core/telemetry.h"
 #include "core/manager_impl.h"
 #include "core/work_state.h"
 
@@ -170,6 +173,11 @@ Work submit(WorldManager& m, const std::string& world, OpRequest op, bool caller
   op.deadline = deadlineIn(w->options().op_timeout);
   op.stream = currentCudaStream();
   op.work = std::make_shared<detail::WorkState>(world);
+  if (w->counters) {
+    op.work->counters = w->counters;
+    op.work->bytes = static_cast<int64_t>(std::max(op.in.bytes(), op.out.bytes()));
+    op.work->submitted = Clock::now();
+  }
   Work handle = detail::WorkAccess::make(op.work);
   w->submit(std::move(op), caller_waits);
   return handle;

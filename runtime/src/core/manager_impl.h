@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/telemetry.h"
 #include "core/watchdog.h"
 #include "core/world.h"
 #include "multiworld/world_manager.h"
@@ -43,6 +44,8 @@ struct WorldManager::Impl final : detail::WorldSink {
   std::shared_ptr<detail::World> find(const std::string& name) const;
 
   void emit(WorldEvent event) override;
+  // A new event queue, filled from now on.
+  std::shared_ptr<detail::SubscriptionImpl> addSubscription();
   void wakeWatchdog() override { watchdog_->wake(); }
 
   // Reserves `options.name` for a new joining world; kInvalidUsage when taken.
@@ -64,6 +67,16 @@ struct WorldManager::Impl final : detail::WorldSink {
   std::mutex async_mu_;
   std::vector<AsyncInit> async_;  // GUARDED_BY(async_mu_)
   std::unique_ptr<detail::Watchdog> watchdog_;
+
+  // The harness's telemetry channel (core/telemetry.h), when the environment names one.
+  struct TelemetrySource final : detail::Telemetry::Source {
+    explicit TelemetrySource(Impl& m) : manager(m) {}
+    std::pair<uint64_t, bool> worldState(const std::string& name) const override;
+    std::shared_ptr<Subscription> subscribe() override;
+    Impl& manager;
+  };
+  TelemetrySource telemetry_source_{*this};
+  std::unique_ptr<detail::Telemetry> telemetry_;  // after everything it reads
 };
 
 namespace detail {

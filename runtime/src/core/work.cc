@@ -4,11 +4,14 @@
 
 #include "core/work_state.h"
 
+#include "core/telemetry.h"
+
 namespace mw {
 namespace detail {
 
 bool WorkState::complete(Status s) {
   std::vector<AnyWaiter*> waiters;
+  const bool counted = counters != nullptr && s.ok();
   {
     std::lock_guard lock(mu);
     if (done) return false;
@@ -24,6 +27,11 @@ bool WorkState::complete(Status s) {
     }
   }
   cv.notify_all();
+  if (counted) {
+    counters->add(bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() -
+                                                                              submitted)
+                             .count());
+  }
   return true;
 }
 

@@ -21,6 +21,7 @@ struct AnyWaiter {
 };
 
 struct WorkState;
+struct TrafficCounters;
 
 // What a backend does for threads that wait for one of its operations. A WorkState refers to it
 // weakly (the backend may be gone first). Thread rules: any thread.
@@ -49,6 +50,11 @@ struct WorkState {
   const std::string world;
   // Set by the backend before the Work is handed out, never changed afterwards. May be empty.
   std::weak_ptr<WorkDriver> driver;
+  // Telemetry (core/telemetry.h), set at submission when the process reports to a harness: a
+  // successful completion adds `bytes` and the latency since `submitted` to `counters`.
+  std::shared_ptr<TrafficCounters> counters;
+  int64_t bytes = 0;
+  Clock::time_point submitted{};
   // Whether test() or waitAny has expedited the work (once is enough).
   std::atomic<bool> expedited{false};
   mutable std::mutex mu;

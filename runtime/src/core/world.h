@@ -17,6 +17,8 @@
 
 namespace mw::detail {
 
+struct TrafficCounters;  // core/telemetry.h
+
 // Where a world reports what happens to it (the manager).
 class WorldSink {
  public:
@@ -32,6 +34,10 @@ class World {
  public:
   World(WorldOptions options, uint64_t generation, WorldSink* sink);
   ~World();
+
+  // The telemetry counters of the world's name (core/telemetry.h), or null when the process
+  // reports to no harness. Set before the world is published, never changed afterwards.
+  std::shared_ptr<TrafficCounters> counters;
 
   // Hosts the store (rank 0), connects the store client and member link, builds the backend.
   // `linked` is called once the member link has joined, before the members connect to each

@@ -138,7 +138,27 @@ Status validate(const WorldOptions& o) {
 
 }  // namespace
 
-WorldManager::Impl::Impl() : watchdog_(std::make_unique<detail::Watchdog>()) {}
+WorldManager::Impl::Impl()
+    : watchdog_(std::make_unique<detail::Watchdog>()),
+      telemetry_(detail::Telemetry::fromEnvironment(telemetry_source_)) {}
+
+std::pair<uint64_t, bool> WorldManager::Impl::TelemetrySource::worldState(
+    const std::string& name) const {
+  auto w = manager.find(name);
+  if (!w) return {0, false};
+  return {w->generation(), w->state() == WorldState::kHealthy};
+}
+
+std::shared_ptr<Subscription> WorldManager::Impl::TelemetrySource::subscribe() {
+  return manager.addSubscription();
+}
+
+std::shared_ptr<detail::SubscriptionImpl> WorldManager::Impl::addSubscription() {
+  auto s = std::make_shared<detail::SubscriptionImpl>();
+  std::lock_guard lock(subs_mu_);
+  subs_.push_back(s);
+  return s;
+}
 
 WorldManager::Impl::~Impl() {
   {
@@ -158,6 +178,7 @@ WorldManager::Impl::~Impl() {
     for (auto& [name, w] : worlds_) names.push_back(name);
   }
   for (auto& n : names) remove(n).ignore();
+  telemetry_.reset();  // after the removals: their events are reported
   watchdog_.reset();
 }
 
@@ -212,6 +233,7 @@ Result<std::shared_ptr<detail::World>> WorldManager::Impl::reserve(const WorldOp
                                            "); remove it before initializing it again");
   }
   auto w = std::make_shared<detail::World>(o, ++generations_[o.name], this);
+  if (telemetry_) w->counters = telemetry_->counters(o.name);
   worlds_[o.name] = w;
   return w;
 }
@@ -360,11 +382,6 @@ Result<uint16_t> WorldManager::storePort(const std::string& name, Deadline deadl
   }
 }
 
-std::shared_ptr<Subscription> WorldManager::subscribe() {
-  auto s = std::make_shared<detail::SubscriptionImpl>();
-  std::lock_guard lock(impl_->subs_mu_);
-  impl_->subs_.push_back(s);
-  return s;
-}
+std::shared_ptr<Subscription> WorldManager::subscribe() { return impl_->addSubscription(); }
 
 }  // namespace mw

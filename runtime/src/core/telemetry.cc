@@ -1,0 +1,192 @@
+#include "core/telemetry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/thread_name.h"
+
+namespace mw::detail {
+
+void TrafficCounters::add(int64_t op_bytes, int64_t latency_ns) {
+  bytes.fetch_add(op_bytes, std::memory_order_relaxed);
+  ops.fetch_add(1, std::memory_order_relaxed);
+  lat_sum_ns.fetch_add(latency_ns, std::memory_order_relaxed);
+  int64_t max = lat_max_ns.load(std::memory_order_relaxed);
+  while (latency_ns > max &&
+         !lat_max_ns.compare_exchange_weak(max, latency_ns, std::memory_order_relaxed)) {
+  }
+}
+
+TrafficCounters::Window TrafficCounters::take() {
+  Window w;
+  w.bytes = bytes.exchange(0, std::memory_order_relaxed);
+  w.ops = ops.exchange(0, std::memory_order_relaxed);
+  w.lat_sum_ns = lat_sum_ns.exchange(0, std::memory_order_relaxed);
+  w.lat_max_ns = lat_max_ns.exchange(0, std::memory_order_relaxed);
+  return w;
+}
+
+namespace telemetry_lines {
+
+namespace {
+std::string oneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+std::string n(int64_t v) { return std::to_string(v); }
+}  // namespace
+
+std::string ready(int64_t t_ns) { return "ready " + n(t_ns); }
+
+std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
+                  uint64_t generation, Cause cause, int peer, const std::string& detail) {
+  return "event " + n(t_ns) + " " + world + " " + eventKindName(kind) + " " +
+         std::to_string(generation) + " " +
+         (cause == Cause::kNone ? std::string("-") : causeName(cause)) + " " + n(peer) + " " +
+         oneLine(detail);
+}
+
+std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
+                    const TrafficCounters::Window& w) {
+  return "metrics " + n(t_ns) + " " + world + " " + std::to_string(generation) + " " +
+         n(w.bytes) + " " + n(w.ops) + " " + n(w.lat_sum_ns) + " " + n(w.lat_max_ns);
+}
+
+}  // namespace telemetry_lines
+
+int64_t monotonicNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::unique_ptr<Telemetry> Telemetry::fromEnvironment(Source& source) {
+  const char* fd_text = std::getenv("MW_TELEMETRY_FD");
+  if (fd_text == nullptr || *fd_text == '\0') return nullptr;
+  char* end = nullptr;
+  errno = 0;
+  const long fd = std::strtol(fd_text, &end, 10);
+  if (errno != 0 || *end != '\0' || fd < 0 || fd > 1 << 20 || ::fcntl(fd, F_GETFD) < 0) {
+    std::fprintf(stderr,
+                 "multiworld: MW_TELEMETRY_FD='%s' is not an open file descriptor; no telemetry "
+                 "is reported\n",
+                 fd_text);
+    return nullptr;
+  }
+  std::vector<std::string> worlds;
+  if (const char* list = std::getenv("MW_TELEMETRY_WORLDS")) {
+    std::string rest = list;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      std::string name = rest.substr(0, comma);
+      if (!name.empty()) worlds.push_back(name);
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
+  }
+  return std::make_unique<Telemetry>(source, static_cast<int>(fd), std::move(worlds));
+}
+
+Telemetry::Telemetry(Source& source, int fd, std::vector<std::string> ready_worlds,
+                     std::chrono::milliseconds window)
+    : source_(source),
+      fd_(fd),
+      ready_worlds_(std::move(ready_worlds)),
+      window_(window),
+      events_(source.subscribe()),
+      thread_([this](std::stop_token st) { run(st); }) {
+  // Known from the start: a world of the role that never comes up still has its windows.
+  for (const auto& w : ready_worlds_) counters(w);
+}
+
+Telemetry::~Telemetry() {
+  thread_.request_stop();
+  thread_.join();
+}
+
+std::shared_ptr<TrafficCounters> Telemetry::counters(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto& c = counters_[name];
+  if (!c) c = std::make_shared<TrafficCounters>();
+  return c;
+}
+
+void Telemetry::write(const std::string& text) {
+  if (broken_) return;
+  std::string line = text + "\n";
+  // One write per line: lines of several managers (or threads) on one pipe never interleave
+  // below PIPE_BUF (4096 bytes); a longer event detail may.
+  size_t off = 0;
+  while (off < line.size()) {
+    ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      broken_ = true;  // the harness is gone: the program goes on without reports
+      return;
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+void Telemetry::checkReady() {
+  if (ready_) return;
+  bool all = !ready_worlds_.empty();
+  for (const auto& w : ready_worlds_) all = all && source_.worldState(w).second;
+  if (ready_worlds_.empty()) {
+    std::vector<std::string> names;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [name, c] : counters_) names.push_back(name);
+    }
+    for (const auto& w : names) all = all || source_.worldState(w).second;
+  }
+  if (!all) return;
+  ready_ = true;
+  write(telemetry_lines::ready(monotonicNs(Clock::now())));
+}
+
+void Telemetry::report(Clock::time_point window_end) {
+  std::vector<std::pair<std::string, std::shared_ptr<TrafficCounters>>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.assign(counters_.begin(), counters_.end());
+  }
+  for (const auto& [name, c] : all) {
+    write(telemetry_lines::metrics(monotonicNs(window_end), name, source_.worldState(name).first,
+                                   c->take()));
+  }
+}
+
+void Telemetry::run(std::stop_token stop) {
+  nameThisThread("mw-telemetry");
+  auto next = Clock::now() + window_;
+  for (;;) {
+    const bool stopping = stop.stop_requested();
+    // Events until the window ends (all of those queued, once stopping).
+    while (auto e = events_->next(stopping ? Clock::now() : next)) {
+      if (e->kind == WorldEvent::Kind::kCreated) counters(e->world);
+      write(telemetry_lines::event(monotonicNs(e->at), e->world, e->kind, e->generation,
+                                   e->broken ? e->broken->cause : Cause::kNone,
+                                   e->broken ? e->broken->peer_rank : -1,
+                                   e->broken ? e->broken->detail : std::string()));
+      checkReady();
+      if (!stopping && Clock::now() >= next) break;
+    }
+    checkReady();
+    if (stopping) {
+      report(Clock::now());
+      return;
+    }
+    if (Clock::now() >= next) {
+      report(next);
+      next += window_;
+      if (next < Clock::now()) next = Clock::now() + window_;  // fell behind: skip, never burst
+    }
+  }
+}
+
+}  // namespace mw::detail

@@ -1,0 +1,102 @@
+// The telemetry channel: when the chaos harness (mwchaos) starts a program as a scenario role, the
+// runtime in that program reports to the harness by itself, with no change to the program's code.
+//
+// The harness names the channel in the environment: MW_TELEMETRY_FD, an open descriptor (a pipe)
+// to write to, and MW_TELEMETRY_WORLDS, the role's worlds, comma-separated. A WorldManager made
+// while MW_TELEMETRY_FD is set starts one thread ("mw-telemetry") that writes, one line per
+// message in the line protocol of chaos/worker_lines.h (the one mw_worker writes on its stdout):
+//   ready <t>          once, when every world of MW_TELEMETRY_WORLDS is healthy (when the variable
+//                      is unset or empty: when the first world is);
+//   event <t> ...      each world event of the manager (created, broken with its cause, removed);
+//   metrics <t> ...    every 100 ms, one per world the manager has had: the bytes (of each
+//                      operation's largest tensor), operations, and latency sum and maximum (from
+//                      submission to completion) of the operations that completed successfully in
+//                      the window, and the world's generation (0 once removed).
+// Without MW_TELEMETRY_FD nothing is started, and operations pay one null-pointer test.
+// A write that fails (the harness is gone) ends the reports, never the program.
+//
+// Thread rules: counters() from any thread; the rest is the manager's.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multiworld/world_manager.h"
+
+namespace mw::detail {
+
+// One world's traffic in the current window. Lock-free: add() from operations completing in any
+// thread, take() from the telemetry thread.
+struct TrafficCounters {
+  std::atomic<int64_t> bytes{0}, ops{0}, lat_sum_ns{0}, lat_max_ns{0};
+
+  void add(int64_t op_bytes, int64_t latency_ns);
+  struct Window {
+    int64_t bytes = 0, ops = 0, lat_sum_ns = 0, lat_max_ns = 0;
+  };
+  // The window's totals, and a new window begins.
+  Window take();
+};
+
+// The protocol's lines (chaos/worker_lines.h defines their grammar and parses them; its format()
+// writes these kinds through the functions here, so there is one writer of each).
+namespace telemetry_lines {
+std::string ready(int64_t t_ns);
+std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
+                  uint64_t generation, Cause cause, int peer, const std::string& detail);
+std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
+                    const TrafficCounters::Window& w);
+}  // namespace telemetry_lines
+
+// Nanoseconds of `t` on the monotonic clock, the protocol's time.
+int64_t monotonicNs(Clock::time_point t);
+
+class Telemetry {
+ public:
+  // What a Telemetry asks of its manager.
+  struct Source {
+    virtual ~Source() = default;
+    // The world's generation and whether it is healthy; generation 0 when it does not exist.
+    virtual std::pair<uint64_t, bool> worldState(const std::string& name) const = 0;
+    // A new event queue (WorldManager::subscribe).
+    virtual std::shared_ptr<Subscription> subscribe() = 0;
+  };
+
+  // The channel the environment names, or nullptr when MW_TELEMETRY_FD is unset or empty. A
+  // value that is not an open descriptor: nullptr, and one line on stderr saying so.
+  static std::unique_ptr<Telemetry> fromEnvironment(Source& source);
+  Telemetry(Source& source, int fd, std::vector<std::string> ready_worlds,
+            std::chrono::milliseconds window = std::chrono::milliseconds(100));
+  // Reports the events queued so far and a last window, then stops the thread.
+  ~Telemetry();
+  Telemetry(const Telemetry&) = delete;
+  Telemetry& operator=(const Telemetry&) = delete;
+
+  // The counters of world `name` (made on first use; the same object for every generation).
+  std::shared_ptr<TrafficCounters> counters(const std::string& name);
+
+ private:
+  void run(std::stop_token stop);
+  void report(Clock::time_point window_end);
+  void checkReady();
+  void write(const std::string& line);
+
+  Source& source_;
+  const int fd_;
+  const std::vector<std::string> ready_worlds_;
+  const std::chrono::milliseconds window_;
+  std::shared_ptr<Subscription> events_;
+  bool ready_ = false;   // telemetry thread only
+  bool broken_ = false;  // telemetry thread only: a write failed, nothing more is written
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<TrafficCounters>> counters_;  // GUARDED_BY(mu_)
+  std::jthread thread_;  // last: starts once the above exist
+};
+
+}  // namespace mw::detail

@@ -1,0 +1,177 @@
+// The telemetry channel (core/telemetry.h): a process the chaos harness starts reports its worlds
+// by itself, in the worker line protocol, when MW_TELEMETRY_FD names a descriptor.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+#include "support/util.h"
+
+using namespace std::chrono_literals;
+using mw::test::scaled;
+
+namespace {
+
+mw::WorldOptions oneRank(const std::string& name) {
+  mw::WorldOptions o;
+  o.name = name;
+  o.rank = 0;
+  o.size = 1;
+  return o;
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string s; in >> s;) w.push_back(s);
+  return w;
+}
+
+// Sets the channel's variables for the scope (a pipe's write end), and reads what was written.
+struct Channel {
+  int fds[2] = {-1, -1};
+  explicit Channel(const std::string& worlds) {
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    ::setenv("MW_TELEMETRY_FD", std::to_string(fds[1]).c_str(), 1);
+    ::setenv("MW_TELEMETRY_WORLDS", worlds.c_str(), 1);
+  }
+  ~Channel() {
+    ::unsetenv("MW_TELEMETRY_FD");
+    ::unsetenv("MW_TELEMETRY_WORLDS");
+    if (fds[0] >= 0) ::close(fds[0]);
+    if (fds[1] >= 0) ::close(fds[1]);
+  }
+  // Everything written so far, as lines (the writers are gone: the write end is closed here).
+  std::vector<std::string> lines() {
+    ::close(fds[1]);
+    fds[1] = -1;
+    std::string all;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) all.append(buf, n);
+    std::vector<std::string> out;
+    std::istringstream in(all);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+};
+
+// Whether a thread named mw-telemetry runs, waiting up to `within` for one that is starting (a
+// thread names itself once it runs).
+bool hasTelemetryThread(std::chrono::milliseconds within = 0ms) {
+  const auto until = mw::Clock::now() + within;
+  for (;;) {
+    auto names = mw::test::threadNames();
+    if (std::find(names.begin(), names.end(), "mw-telemetry") != names.end()) return true;
+    if (mw::Clock::now() >= until) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("without MW_TELEMETRY_FD a manager starts no telemetry", "[runtime][telemetry]") {
+  ::unsetenv("MW_TELEMETRY_FD");
+  mw::WorldManager m;
+  REQUIRE(m.initWorld(oneRank("quiet"), mw::deadlineIn(scaled(10000))).ok());
+  CHECK_FALSE(hasTelemetryThread());
+}
+
+TEST_CASE("a manager reports ready, its events and each window's traffic to the harness",
+          "[runtime][telemetry]") {
+  Channel ch("t1,t2");
+  constexpr int kOps = 10;
+  const auto t_start = mw::Clock::now();
+  {
+    mw::WorldManager m;
+    CHECK(hasTelemetryThread(scaled(2000)));
+    mw::Communicator c(m);
+    REQUIRE(m.initWorld(oneRank("t1"), mw::deadlineIn(scaled(10000))).ok());
+    REQUIRE(m.initWorld(oneRank("t2"), mw::deadlineIn(scaled(10000))).ok());
+    std::vector<float> data(256, 1.0f);
+    for (int i = 0; i < kOps; ++i) {
+      REQUIRE(c.allReduce("t1", mw::Tensor::cpu(data.data(), data.size())).wait().ok());
+    }
+    std::vector<float> odd(3);  // refused: never counted
+    CHECK_FALSE(c.gather("t1", mw::Tensor::cpu(odd.data(), 3), {}, 5).wait().ok());
+    std::this_thread::sleep_for(250ms);  // two windows at least
+    REQUIRE(m.removeWorld("t2").ok());
+  }
+  const auto lines = ch.lines();
+  int ready = 0, created = 0, removed = 0, windows_t1 = 0, windows_t2 = 0;
+  long long bytes = 0, ops = 0, lat_max = 0, last_t = 0;
+  for (const auto& l : lines) {
+    INFO(l);
+    auto w = words(l);
+    REQUIRE(w.size() >= 2);
+    const long long t = std::stoll(w[1]);
+    CHECK(t >= std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   t_start.time_since_epoch()).count() - 1000000000LL);
+    if (w[0] == "ready") {
+      ++ready;
+      CHECK(created == 2);  // ready once both worlds of MW_TELEMETRY_WORLDS are up
+    } else if (w[0] == "event") {
+      REQUIRE(w.size() >= 7);
+      created += w[3] == "created";
+      removed += w[3] == "removed";
+      CHECK(w[4] == "1");  // generation
+      CHECK(w[5] == "-");
+    } else if (w[0] == "metrics") {
+      REQUIRE(w.size() == 8);
+      CHECK(t >= last_t);  // windows in order
+      last_t = t;
+      if (w[2] == "t1") {
+        ++windows_t1;
+        bytes += std::stoll(w[4]);
+        ops += std::stoll(w[5]);
+        lat_max = std::max(lat_max, std::stoll(w[7]));
+      } else {
+        CHECK(w[2] == "t2");
+        ++windows_t2;
+        CHECK(w[4] == "0");  // no traffic on t2
+      }
+    } else {
+      FAIL("unexpected line kind " << w[0]);
+    }
+  }
+  CHECK(ready == 1);
+  CHECK(created == 2);
+  CHECK(removed == 2);  // t2 by removeWorld, t1 by the manager's end
+  CHECK(windows_t1 >= 2);
+  CHECK(windows_t2 >= 2);
+  CHECK(bytes == kOps * 256 * 4);
+  CHECK(ops == kOps);
+  CHECK(lat_max > 0);
+}
+
+TEST_CASE("a harness that went away costs the program nothing", "[runtime][telemetry]") {
+  Channel ch("gone");
+  ::close(ch.fds[0]);  // the reading end is gone: every write fails with EPIPE
+  ch.fds[0] = -1;
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(oneRank("gone"), mw::deadlineIn(scaled(10000))).ok());
+  std::vector<float> data(16, 2.0f);
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(c.allReduce("gone", mw::Tensor::cpu(data.data(), data.size())).wait().ok());
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(m.world("gone")->state == mw::WorldState::kHealthy);
+}
+
+TEST_CASE("a value that is not a descriptor is refused with one message, and the manager works",
+          "[runtime][telemetry]") {
+  for (const char* bad : {"abc", "-1", "987654", "3x"}) {
+    ::setenv("MW_TELEMETRY_FD", bad, 1);
+    mw::WorldManager m;
+    CHECK_FALSE(hasTelemetryThread());
+    REQUIRE(m.initWorld(oneRank("plain"), mw::deadlineIn(scaled(10000))).ok());
+  }
+  ::unsetenv("MW_TELEMETRY_FD");
+}
