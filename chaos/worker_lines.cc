@@ -87,7 +87,7 @@ std::string format(const Line& line) {
   auto n = [](auto v) { return std::to_string(v); };
   return std::visit(
       Overload{
-          [](const Fifo& l) { return "fifo " + (l.path.empty() ? std::string("-") : l.path); },
+          [](const Fifo& l) { return detail::telemetry_lines::fifo(l.path); },
           [&](const Ready& l) { return detail::telemetry_lines::ready(l.t_ns); },
           [&](const Event& l) {
             return detail::telemetry_lines::event(l.t_ns, l.world, l.kind, l.generation, l.cause,
@@ -101,7 +101,7 @@ std::string format(const Line& line) {
           [&](const JoinFail& l) {
             return "joinfail " + n(l.t_ns) + " " + l.world + " " + oneLine(l.status);
           },
-          [](const Error& l) { return "error " + oneLine(l.message); },
+          [](const Error& l) { return detail::telemetry_lines::error(l.message); },
       },
       line);
 }

@@ -14,6 +14,7 @@
 #include "multiworld/multiworld.h"
 #include "support/hosted_world.h"
 #include "support/local_worlds.h"
+#include "support/child.h"
 #include "support/util.h"
 
 using namespace std::chrono_literals;
@@ -231,6 +232,33 @@ TEST_CASE("sends failing with probability 0.1 break that world, no other", "[fai
   requireHealthy(b);
 }
 
+namespace {
+
+// One command line into libfiu's control fifo `in`, and its reply line ("0\n" is success), as the
+// harness does it.
+std::string fifoCommand(const std::string& in, const std::string& line) {
+  const std::string out_path = in.substr(0, in.size() - 3) + ".out";
+  int wfd = ::open(in.c_str(), O_WRONLY);
+  REQUIRE(wfd >= 0);
+  int rfd = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rfd >= 0);
+  REQUIRE(::write(wfd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  std::string reply;
+  auto until = mw::deadlineIn(scaled(2000));
+  while (reply.find('\n') == std::string::npos && mw::Clock::now() < until) {
+    pollfd p{rfd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    char buf[64];
+    ssize_t n = ::read(rfd, buf, sizeof(buf));
+    if (n > 0) reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(wfd);
+  ::close(rfd);
+  return reply;
+}
+
+}  // namespace
+
 TEST_CASE("points are switched through libfiu's control fifo while the process runs",
           "[failpoint]") {
   char dir[] = "/tmp/mw-fp-XXXXXX";
@@ -243,27 +271,8 @@ TEST_CASE("points are switched through libfiu's control fifo while the process r
   LocalWorld a("fp_fifo", 2), b("fp_fifo_other", 2);
   REQUIRE(a.status().ok());
   REQUIRE(b.status().ok());
-  // One command line in, one reply line out (0 is success), as the harness does it.
   std::string out_path = prefix + "-" + std::to_string(::getpid()) + ".out";
-  auto command = [&](const std::string& line) {
-    int wfd = ::open(in->c_str(), O_WRONLY);
-    REQUIRE(wfd >= 0);
-    int rfd = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK);
-    REQUIRE(rfd >= 0);
-    REQUIRE(::write(wfd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
-    std::string reply;
-    auto until = mw::deadlineIn(scaled(2000));
-    while (reply.find('\n') == std::string::npos && mw::Clock::now() < until) {
-      pollfd p{rfd, POLLIN, 0};
-      ::poll(&p, 1, 10);
-      char buf[64];
-      ssize_t n = ::read(rfd, buf, sizeof(buf));
-      if (n > 0) reply.append(buf, static_cast<size_t>(n));
-    }
-    ::close(wfd);
-    ::close(rfd);
-    return reply;
-  };
+  auto command = [&](const std::string& line) { return fifoCommand(*in, line); };
   CHECK(command("enable name=mw/gloo/send/fp_fifo,failnum=104,onetime\n") == "0\n");
   CHECK(exchange(a, 5).code() == mw::Code::kWorldBroken);
   auto info = waitBroken(a, scaled(2000));
@@ -344,4 +353,60 @@ TEST_CASE("a local break at the store host reaches every other member through th
     CHECK(info.peer_rank == 0);
     CHECK(info.detail.find("injected by failpoint mw/gloo/recv/fp_host") != std::string::npos);
   }
+}
+
+// A program the harness starts (core/telemetry.h) gets MW_FAILPOINT_FIFO: its first manager opens
+// libfiu's control fifo there and names it on the telemetry channel, first; the harness's commands
+// then break the world they name. libfiu's control opens once per process: a child runs it.
+TEST_CASE("a program asked for failpoints through its environment opens the fifo and names it",
+          "[failpoint][telemetry]") {
+  char dir[] = "/tmp/mw-fpt-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  ::setenv("MW_TEST_FIFO_PREFIX", (std::string(dir) + "/fiu").c_str(), 1);
+  mw::test::Child child({"/proc/self/exe", "-w", "NoTests", "[fifo_telemetry_child]"});
+  auto line = child.waitFor("fifo_telemetry_child: ", scaled(60000));
+  const int status = child.reap();
+  ::unsetenv("MW_TEST_FIFO_PREFIX");
+  REQUIRE(line);
+  CHECK(*line == "fifo_telemetry_child: ok");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(::rmdir(dir) == 0);  // the fifos were removed at the child's exit
+}
+
+TEST_CASE("fifo_telemetry_child", "[.][fifo_telemetry_child]") {
+  const char* prefix = std::getenv("MW_TEST_FIFO_PREFIX");
+  REQUIRE(prefix != nullptr);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::setenv("MW_TELEMETRY_FD", std::to_string(fds[1]).c_str(), 1);
+  ::setenv("MW_FAILPOINT_FIFO", prefix, 1);
+  ::setenv("MW_FAILPOINT_SEED", "7", 1);
+  {
+    mw::WorldManager m;
+    std::string first;
+    for (char c; first.find('\n') == std::string::npos && ::read(fds[0], &c, 1) == 1;) first += c;
+    const std::string in = std::string(prefix) + "-" + std::to_string(::getpid()) + ".in";
+    REQUIRE(first == "fifo " + in + "\n");
+    mw::WorldOptions o;
+    o.name = "fw";
+    o.rank = 0;
+    o.size = 1;
+    REQUIRE(m.initWorld(o, mw::deadlineIn(scaled(10000))).ok());
+    REQUIRE(fifoCommand(in, "enable name=mw/gloo/all_reduce/fw,failnum=5,onetime\n") == "0\n");
+    mw::Communicator c(m);
+    float v[4] = {1, 2, 3, 4};
+    mw::Status s = c.allReduce("fw", mw::Tensor::cpu(v, 4)).wait(mw::deadlineIn(scaled(10000)));
+    REQUIRE(s.code() == mw::Code::kWorldBroken);
+    REQUIRE(s.toString().find("mw/gloo/all_reduce/fw") != std::string::npos);
+    mw::WorldManager second;  // only the first manager of a process opens the fifo
+  }
+  ::unsetenv("MW_TELEMETRY_FD");
+  std::string rest;
+  ::close(fds[1]);
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) rest.append(buf, n);
+  REQUIRE(rest.find("fifo ") == std::string::npos);
+  std::printf("fifo_telemetry_child: ok\n");  // every REQUIRE above held
+  std::fflush(stdout);
 }

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "core/thread_name.h"
+#include "multiworld/failpoints.h"
 
 namespace mw::detail {
 
@@ -42,6 +44,10 @@ std::string oneLine(std::string s) {
 }
 std::string n(int64_t v) { return std::to_string(v); }
 }  // namespace
+
+std::string fifo(const std::string& path) { return "fifo " + (path.empty() ? "-" : path); }
+
+std::string error(const std::string& message) { return "error " + oneLine(message); }
 
 std::string ready(int64_t t_ns) { return "ready " + n(t_ns); }
 
@@ -88,7 +94,44 @@ std::unique_ptr<Telemetry> Telemetry::fromEnvironment(Source& source) {
       rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
     }
   }
+  openFailpointsIfAsked(static_cast<int>(fd));
   return std::make_unique<Telemetry>(source, static_cast<int>(fd), std::move(worlds));
+}
+
+namespace {
+
+// One line in one write (see Telemetry::write); false when the descriptor no longer takes any.
+bool writeLine(int fd, const std::string& text) {
+  const std::string line = text + "\n";
+  size_t off = 0;
+  while (off < line.size()) {
+    ssize_t n = ::write(fd, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+void Telemetry::openFailpointsIfAsked(int fd) {
+  const char* prefix = std::getenv("MW_FAILPOINT_FIFO");
+  if (prefix == nullptr || *prefix == '\0') return;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (!failpoints::compiledIn()) {
+      writeLine(fd, telemetry_lines::fifo(""));
+      return;
+    }
+    if (const char* seed = std::getenv("MW_FAILPOINT_SEED")) {
+      failpoints::seed(static_cast<uint32_t>(std::strtoul(seed, nullptr, 10))).ignore();
+    }
+    auto path = failpoints::openControl(prefix);
+    writeLine(fd, path.ok() ? telemetry_lines::fifo(*path)
+                            : telemetry_lines::error("failpoint control: " +
+                                                     path.status().toString()));
+  });
 }
 
 Telemetry::Telemetry(Source& source, int fd, std::vector<std::string> ready_worlds,
@@ -116,20 +159,10 @@ std::shared_ptr<TrafficCounters> Telemetry::counters(const std::string& name) {
 }
 
 void Telemetry::write(const std::string& text) {
-  if (broken_) return;
-  std::string line = text + "\n";
   // One write per line: lines of several managers (or threads) on one pipe never interleave
-  // below PIPE_BUF (4096 bytes); a longer event detail may.
-  size_t off = 0;
-  while (off < line.size()) {
-    ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      broken_ = true;  // the harness is gone: the program goes on without reports
-      return;
-    }
-    off += static_cast<size_t>(n);
-  }
+  // below PIPE_BUF (4096 bytes); a longer event detail may. A failed write means the harness is
+  // gone: the program goes on without reports.
+  if (!broken_ && !writeLine(fd_, text)) broken_ = true;
 }
 
 void Telemetry::checkReady() {

@@ -12,6 +12,11 @@
 //                      operation's largest tensor), operations, and latency sum and maximum (from
 //                      submission to completion) of the operations that completed successfully in
 //                      the window, and the world's generation (0 once removed).
+//   fifo <path>|-      first, when MW_FAILPOINT_FIFO=<prefix> asks for failpoints: the first
+//                      manager of the process opens libfiu's control fifo there (seeded with
+//                      MW_FAILPOINT_SEED when set) and names it; "-" from a library built without
+//                      failpoints (the harness then reports failpoint faults as skipped);
+//   error <message>    when that fifo cannot be opened (the program goes on).
 // Without MW_TELEMETRY_FD nothing is started, and operations pay one null-pointer test.
 // A write that fails (the harness is gone) ends the reports, never the program.
 //
@@ -47,6 +52,8 @@ struct TrafficCounters {
 // The protocol's lines (chaos/worker_lines.h defines their grammar and parses them; its format()
 // writes these kinds through the functions here, so there is one writer of each).
 namespace telemetry_lines {
+std::string fifo(const std::string& path);  // "" for "-"
+std::string error(const std::string& message);
 std::string ready(int64_t t_ns);
 std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
                   uint64_t generation, Cause cause, int peer, const std::string& detail);
@@ -82,6 +89,8 @@ class Telemetry {
   std::shared_ptr<TrafficCounters> counters(const std::string& name);
 
  private:
+  // Opens the failpoint fifo MW_FAILPOINT_FIFO asks for (once per process) and reports it.
+  static void openFailpointsIfAsked(int fd);
   void run(std::stop_token stop);
   void report(Clock::time_point window_end);
   void checkReady();

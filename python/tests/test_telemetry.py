@@ -1,0 +1,55 @@
+"""The runtime's telemetry channel seen from Python: a Python program the chaos harness starts
+(MW_TELEMETRY_FD in its environment) reports its worlds by itself, through the same runtime code
+as a C++ program; without the variable nothing is reported."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+PROGRAM = textwrap.dedent("""
+    import torch
+    import multiworld_native as mw
+    with mw.WorldManager() as m:
+        m.initialize_world("py1", 0, 1, timeout=30)
+        c = mw.Communicator(m)
+        t = torch.ones(1024)
+        for _ in range(7):
+            c.all_reduce("py1", t)
+        import time
+        time.sleep(0.25)
+    print("done")
+""")
+
+
+def run_program(with_channel):
+    r, w = os.pipe()
+    env = dict(os.environ)
+    env.pop("MW_TELEMETRY_FD", None)
+    if with_channel:
+        env["MW_TELEMETRY_FD"] = str(w)
+        env["MW_TELEMETRY_WORLDS"] = "py1"
+    proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, pass_fds=(w,),
+                          capture_output=True, text=True, timeout=60)
+    os.close(w)
+    with os.fdopen(r) as f:
+        lines = f.read().splitlines()
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"  # the program's own output is untouched
+    return lines
+
+
+def test_a_python_program_reports_its_worlds_when_the_harness_asks():
+    lines = run_program(True)
+    kinds = [line.split()[0] for line in lines]
+    assert kinds.count("ready") == 1
+    events = [line.split() for line in lines if line.startswith("event ")]
+    assert [(e[2], e[3]) for e in events] == [("py1", "created"), ("py1", "removed")]
+    windows = [line.split() for line in lines if line.startswith("metrics ")]
+    assert len(windows) >= 2 and all(w[2] == "py1" for w in windows)
+    assert sum(int(w[4]) for w in windows) == 7 * 1024 * 4  # bytes of 7 all_reduces
+    assert sum(int(w[5]) for w in windows) == 7
+
+
+def test_without_the_channel_nothing_is_reported():
+    assert run_program(False) == []
