@@ -45,7 +45,9 @@ const char kUsage[] =
     "               same load must be detected within timeout + 250 ms.\n"
     "  store-attack a world's store attacked by clients without its token (idle sockets,\n"
     "               slowloris, 16 MiB frames, wrong proofs, a stale rank) while the world\n"
-    "               forms and works: it must form, stay healthy and keep memory bounded.\n";
+    "               forms and works: it must form, stay healthy and keep memory bounded.\n"
+    "  telemetry    the telemetry channel's cost (MW_TELEMETRY_FD) per call and when idle,\n"
+    "               with the channel against without it, in one process.\n";
 
 int help(const char* sub) {
   std::string s = sub;
@@ -65,6 +67,8 @@ int help(const char* sub) {
     std::fputs(mwb::kStarvationHelp, stdout);
   else if (s == "store-attack")
     std::fputs(mwb::kStoreAttackHelp, stdout);
+  else if (s == "telemetry")
+    std::fputs(mwb::kTelemetryHelp, stdout);
   else
     std::fputs(kUsage, stdout);
   return 0;
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
     if (sub == "overhead") return mwb::runOverhead(argc, argv, 2);
     if (sub == "starvation") return mwb::runStarvation(argc, argv, 2);
     if (sub == "store-attack") return mwb::runStoreAttack(argc, argv, 2);
+    if (sub == "telemetry") return mwb::runTelemetry(argc, argv, 2);
     throw mwb::UsageError("unknown subcommand '" + sub + "'");
   } catch (const mwb::UsageError& e) {
     std::fprintf(stderr, "mw_bench: %s\n\n%s", e.what(), kUsage);

@@ -13,6 +13,7 @@ int runLatency(int argc, char** argv, int first);   // diagnostic, no targets
 int runOverhead(int argc, char** argv, int first);  // diagnostic, no targets
 int runStarvation(int argc, char** argv, int first);
 int runStoreAttack(int argc, char** argv, int first);
+int runTelemetry(int argc, char** argv, int first);
 
 extern const char* const kThroughputHelp;
 extern const char* const kTwoWorldsHelp;
@@ -22,5 +23,6 @@ extern const char* const kLatencyHelp;
 extern const char* const kOverheadHelp;
 extern const char* const kStarvationHelp;
 extern const char* const kStoreAttackHelp;
+extern const char* const kTelemetryHelp;
 
 }  // namespace mwb

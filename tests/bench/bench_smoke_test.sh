@@ -28,6 +28,10 @@ run overhead --calls 200 --blocks 2
 grep -q "per-call cost in a one-member world" "$work/overhead.out" || fail "overhead: no table"
 field overhead 'd["all_reduce"]["cpu_us_per_call"]["n"] == 2 and d["barrier"]["wall_us_per_call"]["median"] > 0'
 
+run telemetry --calls 200 --blocks 2 --worlds 2 --idle-seconds 0.2
+grep -q "idle difference (the telemetry thread)" "$work/telemetry.out" || fail "telemetry: no table"
+field telemetry 'd["ratio_present_over_absent"]["n"] == 2 and d["idle_core_share_difference"]["n"] == 3 and "added_ns_per_call" in d'
+
 run starvation --seconds 1 --hogs 1 --worlds 2 --stops 1 --heartbeat-ms 300
 grep -q "false breaks" "$work/starvation.out" || fail "starvation: no table"
 field starvation 'd["worlds"] == 2 and d["sigstop_detect_ms"]["n"] == 1 and isinstance(d["false_breaks"], list)'
@@ -89,4 +93,6 @@ expect_usage "--bogus" throughput --bogus 1
 expect_usage "--paired-seconds" throughput --paired-seconds 0
 expect_usage "--worlds" starvation --worlds 0
 "$bench" overhead --help | grep -q "one-member world" || fail "overhead --help"
+"$bench" telemetry --help | grep -q "MW_TELEMETRY_FD" || fail "telemetry --help"
+expect_usage "--worlds" telemetry --worlds 0
 echo "bench smoke: every subcommand ran, JSON as documented, usage errors exit 2"
