@@ -38,6 +38,17 @@ bool readAvailable(int fd, std::string* into) {
 Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& argv,
                                                 const std::string& netns,
                                                 const std::vector<std::string>& env) {
+  SpawnOptions options;
+  options.netns = netns;
+  options.env = env;
+  return spawn(argv, options);
+}
+
+Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& argv,
+                                                const SpawnOptions& options) {
+  const std::string& netns = options.netns;
+  const std::vector<std::string>& env = options.env;
+  if (argv.empty()) return Status(Code::kInvalidArgument, "spawn: an empty command");
   // The child's environment: ours, with `env`'s entries replacing those of the same name.
   std::vector<std::string> vars;
   for (const auto& e : env) {
@@ -79,6 +90,14 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
     ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
     return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
   }
+  int tel[2] = {-1, -1};
+  if (options.telemetry && ::pipe2(tel, O_CLOEXEC) != 0) {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    return Status(Code::kIoError, std::string("pipe: ") + std::strerror(errno));
+  }
+  const char* executable =
+      options.executable.empty() ? argv[0].c_str() : options.executable.c_str();
+  const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -90,7 +109,9 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
   pid_t pid = ::fork();
   if (pid < 0) {
     int e = errno;
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], tel[0], tel[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
     return Status(Code::kIoError, std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
@@ -107,14 +128,25 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
+    if (tel[1] == 3) {
+      ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
+    } else if (tel[1] >= 0) {
+      ::dup2(tel[1], 3);
+    }
     if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) {
       const char msg[] = "mwchaos: cannot enter the simulated host's network namespace\n";
       ssize_t w = ::write(2, msg, sizeof(msg) - 1);
       (void)w;
       ::_exit(126);
     }
-    ::execve(args[0], args.data(), envp.data());
-    const char msg[] = "mwchaos: cannot execute the worker program\n";
+    if (cwd != nullptr && ::chdir(cwd) != 0) {
+      const char msg[] = "mwchaos: cannot enter the role's working directory\n";
+      ssize_t w = ::write(2, msg, sizeof(msg) - 1);
+      (void)w;
+      ::_exit(126);
+    }
+    ::execve(executable, args.data(), envp.data());
+    const char msg[] = "mwchaos: cannot execute the role's program\n";
     ssize_t w = ::write(2, msg, sizeof(msg) - 1);
     (void)w;
     ::_exit(127);
@@ -123,6 +155,10 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
+  if (tel[1] >= 0) {
+    ::close(tel[1]);
+    ::fcntl(tel[0], F_SETFL, O_NONBLOCK);
+  }
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);
   ::fcntl(in[1], F_SETFL, O_NONBLOCK);
@@ -131,12 +167,13 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
   p->in_ = in[1];
   p->out_ = out[0];
   p->err_ = err[0];
+  p->tel_ = tel[0];
   return p;
 }
 
 Process::~Process() {
   if (pid_ > 0 && !reaped_) killAndReap();
-  for (int fd : {in_, out_, err_}) {
+  for (int fd : {in_, out_, err_, tel_}) {
     if (fd >= 0) ::close(fd);
   }
 }
@@ -225,6 +262,7 @@ std::string Process::exitText() const {
 
 bool Process::readStdout(std::string* into) { return readAvailable(out_, into); }
 bool Process::readStderr(std::string* into) { return readAvailable(err_, into); }
+bool Process::readTelemetry(std::string* into) { return readAvailable(tel_, into); }
 
 std::vector<pid_t> allPids() {
   std::vector<pid_t> out;

@@ -1,5 +1,6 @@
-// Process: a worker the harness started, in a process group of its own, killed with SIGKILL when
-// the harness dies (parent-death signal). Its stdin, stdout and stderr are pipes to the harness.
+// Process: a worker or program the harness started, in a process group of its own, killed with
+// SIGKILL when the harness dies (parent-death signal). Its stdin, stdout and stderr are pipes to
+// the harness, and so, when asked for, is its file descriptor 3 (a program role's telemetry).
 //
 // Thread rules: one thread at a time.
 #pragma once
@@ -14,6 +15,15 @@
 #include "multiworld/status.h"
 
 namespace mw::chaos {
+
+// How to start a process, beyond its argv (Process::spawn).
+struct SpawnOptions {
+  std::string netns;             // a /proc/<pid>/ns/net path to enter; "" for this namespace
+  std::vector<std::string> env;  // "NAME=value" entries, each replacing a variable of that name
+  std::string cwd;               // the working directory; "" for the harness's
+  std::string executable;        // the file to execute; "" for argv[0] (which is then a path)
+  bool telemetry = false;        // a pipe whose write end is the child's fd 3 (telemetryFd())
+};
 
 class Process {
  public:
@@ -30,10 +40,19 @@ class Process {
   static Result<std::unique_ptr<Process>> spawn(const std::vector<std::string>& argv,
                                                 const std::string& netns = "",
                                                 const std::vector<std::string>& env = {});
+  // Starts `argv` as above, with `options`: argv[0] is passed as is and `options.executable`
+  // (when given) is the file executed; the child changes to `options.cwd` (when given) before it
+  // executes, a directory it cannot enter showing as exit 126; with `options.telemetry`, its fd 3
+  // is the write end of a pipe whose read end the parent keeps (telemetryFd(), readTelemetry()).
+  // Errors as above; kInvalidArgument for an empty argv.
+  static Result<std::unique_ptr<Process>> spawn(const std::vector<std::string>& argv,
+                                                const SpawnOptions& options);
 
   pid_t pid() const { return pid_; }
   int stdoutFd() const { return out_; }
   int stderrFd() const { return err_; }
+  // The read end of the child's fd 3 (non-blocking); -1 when spawned without options.telemetry.
+  int telemetryFd() const { return tel_; }
 
   // Sends `sig` to the whole process group. No-op after it was reaped.
   void signal(int sig);
@@ -62,10 +81,13 @@ class Process {
   // Reads what is available on stdout/stderr without blocking; false at end of file.
   bool readStdout(std::string* into);
   bool readStderr(std::string* into);
+  // Reads what is available on the telemetry pipe (the child's fd 3) without blocking; false at
+  // end of file, and always false when spawned without options.telemetry.
+  bool readTelemetry(std::string* into);
 
  private:
   pid_t pid_ = -1;
-  int in_ = -1, out_ = -1, err_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1, tel_ = -1;
   bool reaped_ = false;
   int exit_code_ = -1;
   int term_signal_ = 0;
