@@ -101,10 +101,11 @@ void Run::prepare() {
       posix_roles_.insert(f->role);
     if (a.kind() == FaultKind::kFailpoint || a.kind() == FaultKind::kClearFailpoint)
       fifo_roles_.insert(a.role());
-    // A delay may have to fall back to the runtime's delay failpoint (no netem).
+    // A delay may have to fall back to the runtime's delay failpoint (no netem). A program
+    // role has no failpoint fifo (yet): a delay that needs one is reported as skipped.
     if (const auto* d = std::get_if<Delay>(&a.fault)) {
       for (const auto& [name, r] : s_.roles) {
-        if (r.host == d->host) fifo_roles_.insert(name);
+        if (r.host == d->host && !r.isProgram()) fifo_roles_.insert(name);
       }
     }
   }
@@ -115,7 +116,8 @@ void Run::prepare() {
     fail(RunOutcome::kHarnessError, "making the run's store token: " + token.status().message());
     return;
   }
-  token_env_ = std::string(chaos::kTokenVariable) + "=" + *token;
+  token_ = *token;
+  token_env_ = std::string(chaos::kTokenVariable) + "=" + token_;
   if (!posix_roles_.empty()) {
     auto preload = chaos::posixPreload();
     if (!preload.ok()) {
@@ -146,15 +148,15 @@ chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo
   c.seed =
       static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^ std::hash<std::string>{}(role));
   c.fifo_prefix = fifo_prefix;
+  const auto where = stores();
   for (const auto& [w, rank] : r.ranks) {
     const WorldSpec& ws = s_.worlds.at(w);
     chaos::WorkerWorld cw;
     cw.name = w;
-    // The store lives with rank 0: on its simulated host's address, else on loopback.
-    if (net_) cw.host = net_->address(s_.roles.at(s_.membersOf(w).at(0)).host);
+    cw.host = where.at(w).addr;
     cw.rank = rank;
     cw.size = ws.size;
-    cw.port = ports_.at(w);
+    cw.port = where.at(w).port;
     cw.backend = ws.backend;
     if (ws.backend == BackendKind::kNccl) {
       auto device = parseDevice(devices_.at(role));
@@ -174,9 +176,48 @@ chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo
   return c;
 }
 
+std::map<std::string, StoreAddress> Run::stores() const {
+  std::map<std::string, StoreAddress> out;
+  for (const auto& [name, ws] : s_.worlds) {
+    StoreAddress& a = out[name];
+    // The store lives with rank 0: on its simulated host's address, else on loopback.
+    if (net_) a.addr = net_->address(s_.roles.at(s_.membersOf(name).at(0)).host);
+    a.port = ports_.at(name);
+  }
+  return out;
+}
+
+std::vector<std::string> Run::programArgv(const RoleSpec& r) const {
+  const auto where = stores();
+  std::vector<std::string> argv;
+  for (const auto& a : r.program) {
+    std::string err;  // validation accepted every placeholder
+    argv.push_back(expandPlaceholders(a, s_, r, where, token_, &err).value_or(a));
+  }
+  return argv;
+}
+
+std::vector<std::string> Run::programEnv(const RoleSpec& r) const {
+  const auto where = stores();
+  std::vector<std::string> env;
+  for (const auto& [name, value] : r.env) {
+    std::string err;
+    env.push_back(name + "=" + expandPlaceholders(value, s_, r, where, token_, &err).value_or(value));
+  }
+  std::string worlds;  // r.ranks is sorted by name
+  for (const auto& [world, rank] : r.ranks) worlds += (worlds.empty() ? "" : ",") + world;
+  env.push_back("MW_TELEMETRY_FD=3");
+  env.push_back("MW_TELEMETRY_WORLDS=" + worlds);
+  env.push_back("MW_CHAOS_ROLE=" + r.name);
+  env.push_back(token_env_);
+  return env;
+}
+
 bool Run::start(const std::string& role) {
   auto& w = workers_[role];
   w.role = role;
+  const RoleSpec& spec = s_.roles.at(role);
+  w.program = spec.isProgram();
   std::string prefix;
   w.fifo_wanted = fifo_roles_.count(role) > 0;
   if (w.fifo_wanted) {
@@ -188,11 +229,21 @@ bool Run::start(const std::string& role) {
     w.fifo_dir = dir;
     prefix = w.fifo_dir + "/fiu";
   }
-  const std::string netns = net_ ? net_->netns(s_.roles.at(role).host) : "";
-  std::vector<std::string> env{token_env_};
-  if (posix_roles_.count(role)) env.push_back(posix_env_);  // libfiu's POSIX preload
-  auto p =
-      chaos::Process::spawn({o_.worker_path, "--config", chaos::toJson(config(role, prefix))}, netns, env);
+  chaos::SpawnOptions options;
+  options.netns = net_ ? net_->netns(spec.host) : "";
+  std::vector<std::string> argv;
+  if (w.program) {
+    argv = programArgv(spec);
+    options.env = programEnv(spec);
+    options.executable = spec.executable;
+    options.cwd = spec.cwd;
+    options.telemetry = true;
+  } else {
+    argv = {o_.worker_path, "--config", chaos::toJson(config(role, prefix))};
+    options.env = {token_env_};
+    if (posix_roles_.count(role)) options.env.push_back(posix_env_);  // libfiu's POSIX preload
+  }
+  auto p = chaos::Process::spawn(argv, options);
   if (!p.ok()) {
     fail(RunOutcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
     return false;
@@ -200,6 +251,7 @@ bool Run::start(const std::string& role) {
   w.proc = std::move(*p);
   w.ready = false;
   w.out_eof = w.err_eof = false;
+  w.tel_eof = !w.program;
   w.out_buf.clear();
   ++w.starts;
   return true;
@@ -222,6 +274,7 @@ void Run::finishWorker(Worker& w) {
     rec.exit = w.proc->exitText();
   }
   rec.stderr_tail = w.err_tail;
+  rec.stdout_tail = w.out_tail;
   res_.record.workers.push_back(rec);
   removeFifoDir(w);
 }
@@ -250,7 +303,7 @@ void Run::waitReady() {
         if (res_.outcome != RunOutcome::kCompleted) return;
         fail(RunOutcome::kHarnessError,
              "role '" + role + "' " + w.proc->exitText() +
-                 " before it joined its worlds: " + lastLines(w.err_tail));
+                 " before it joined its worlds: " + lastOutput(w));
         return;
       }
       all &= w.ready;
@@ -301,7 +354,7 @@ void Run::play() {
       if (w.proc && w.proc->poll() && !w.killed_by_scenario && !w.stopped) {
         readAll(w);
         res_.record.harness_errors.push_back("role '" + role + "' " + w.proc->exitText() +
-                                             " unexpectedly: " + lastLines(w.err_tail));
+                                             " unexpectedly: " + lastOutput(w));
         w.stopped = true;
       }
     }
@@ -320,7 +373,11 @@ void Run::stopAll() {
   for (auto& [role, w] : workers_) {
     if (!w.proc || w.proc->poll()) continue;
     w.proc->signal(SIGCONT);  // a paused worker must run to stop
-    w.proc->tell("stop");
+    if (w.program) {
+      w.proc->signal(SIGTERM);  // a program is stopped by SIGTERM to its group
+    } else {
+      w.proc->tell("stop");
+    }
     w.proc->closeStdin();
     w.stopped = true;
   }

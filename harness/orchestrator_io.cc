@@ -33,11 +33,14 @@ namespace mw::harness::orch {
 
 void Run::readAll(Worker& w) {
   if (!w.proc) return;
-  std::string got;
-  if (!w.out_eof && !w.proc->readStdout(&got)) {
+  // A worker writes the protocol on its stdout; a program role on its telemetry pipe (fd 3),
+  // and its stdout is a log like its stderr.
+  std::string got, out;
+  if (!w.out_eof && !w.proc->readStdout(w.program ? &out : &got)) {
     w.out_eof = true;
     noteGone(w);
   }
+  if (!w.tel_eof && !w.proc->readTelemetry(&got)) w.tel_eof = true;
   w.out_buf += got;
   size_t nl;
   while ((nl = w.out_buf.find('\n')) != std::string::npos) {
@@ -47,11 +50,19 @@ void Run::readAll(Worker& w) {
   }
   std::string err;
   if (!w.err_eof && !w.proc->readStderr(&err)) w.err_eof = true;
+  if (!out.empty()) {
+    if (o_.verbosity >= 2) std::fprintf(stderr, "[%s stdout] %s", w.role.c_str(), out.c_str());
+    keepTail(w.out_tail, out);
+  }
   if (!err.empty()) {
     if (o_.verbosity >= 2) std::fprintf(stderr, "[%s stderr] %s", w.role.c_str(), err.c_str());
-    w.err_tail += err;
-    if (w.err_tail.size() > kStderrTail) w.err_tail.erase(0, w.err_tail.size() - kStderrTail);
+    keepTail(w.err_tail, err);
   }
+}
+
+void Run::keepTail(std::string& tail, const std::string& more) {
+  tail += more;
+  if (tail.size() > kStderrTail) tail.erase(0, tail.size() - kStderrTail);
 }
 
 void Run::noteGone(Worker& w) {
@@ -142,12 +153,18 @@ void Run::pump(int ms) {
     if (!w.proc) continue;
     if (!w.out_eof) fds.push_back({w.proc->stdoutFd(), POLLIN, 0});
     if (!w.err_eof) fds.push_back({w.proc->stderrFd(), POLLIN, 0});
+    if (!w.tel_eof) fds.push_back({w.proc->telemetryFd(), POLLIN, 0});
   }
   if (!fds.empty())
     ::poll(fds.data(), fds.size(), ms);
   else
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   for (auto& [role, w] : workers_) readAll(w);
+}
+
+std::string Run::lastOutput(const Worker& w) {
+  if (!w.program || w.out_tail.empty()) return lastLines(w.err_tail);
+  return "stderr: " + lastLines(w.err_tail) + "; stdout: " + lastLines(w.out_tail);
 }
 
 std::string Run::lastLines(const std::string& s) {

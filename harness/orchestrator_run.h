@@ -51,14 +51,17 @@ struct Worker {
   std::unique_ptr<chaos::Process> proc;
   chaos::FifoControl fifo;
   std::string fifo_dir;
-  std::string out_buf;
+  std::string out_buf;   // protocol lines not yet complete (a program role's telemetry pipe)
   std::string err_tail;
+  std::string out_tail;  // a program role's stdout: logs, never parsed
+  bool program = false;  // a program role: lines come from its telemetry pipe (fd 3)
   bool ready = false;
   bool fifo_wanted = false;
   bool fifo_unavailable = false;
   bool killed_by_scenario = false;
   bool stopped = false;                   // told to stop at the end
   bool out_eof = false, err_eof = false;  // pipes closed: no longer polled
+  bool tel_eof = true;                    // a program role's telemetry pipe closed (or none)
   int ending_fault = -1;  // the fault (index in the run record) ending this process, until gone
   int starts = 0;
 };
@@ -84,6 +87,12 @@ class Run {
   chaos::WorkerConfig config(const std::string& role, const std::string& fifo_prefix) const;
 
   bool start(const std::string& role);
+  // A program role's command and environment, placeholders expanded (docs/scenarios.md,
+  // "Program roles"), with the variables the harness gives it.
+  std::vector<std::string> programArgv(const RoleSpec& r) const;
+  std::vector<std::string> programEnv(const RoleSpec& r) const;
+  // The stores of the run's worlds: where rank 0 hosts each.
+  std::map<std::string, StoreAddress> stores() const;
 
   void startAll();
 
@@ -117,6 +126,10 @@ class Run {
   void waitReady();
 
   static std::string lastLines(const std::string& s);
+  // What a role wrote last: its stderr's last lines, and a program role's stdout's.
+  static std::string lastOutput(const Worker& w);
+  // Appends `more` to a tail kept to its last kStderrTail bytes.
+  static void keepTail(std::string& tail, const std::string& more);
 
   // Delivers timeline entry i and records its outcome in the run record's fault i.
   void act(size_t i);
@@ -154,6 +167,7 @@ class Run {
   std::set<std::string> fifo_roles_;
   std::set<std::string> posix_roles_;  // started with libfiu's POSIX preload
   std::string token_env_;              // "MW_CHAOS_STORE_TOKEN=<this run's token>"
+  std::string token_;                  // this run's token
   std::string posix_env_;              // "LD_PRELOAD=..." for them
   std::map<std::string, Worker> workers_;
   std::unique_ptr<chaos::SimNet> net_;  // simulated hosts, when the scenario places roles on them

@@ -103,6 +103,7 @@ struct WorkerRec {
   bool hung = false;  // did not exit within the grace after stop
   bool killed_by_scenario = false;
   std::string stderr_tail;
+  std::string stdout_tail;  // a program role's stdout (a worker's stdout is the protocol)
 };
 
 struct RunRecord {

@@ -315,6 +315,11 @@ traffic patterns
                      each 2-member world is a link of a chain: rank 0 sends to rank 1
 
 roles may sit on simulated hosts: { host = "h1", worlds = ... } (network namespaces; root)
+roles may run your program instead of mw_worker (docs/scenarios.md, "Program roles"):
+         name = { worlds = {...}, program = { "python3", "serve.py", "--port", "${world.w1.port}" },
+                  env = { NAME = "value" }, cwd = "dir" }
+         placeholders: ${world.W.addr} ${world.W.port} ${world.W.rank} ${world.W.size} ${token}
+                       ${role}; no traffic patterns, remove_world, add_world or failpoints on them
 
 helpers
   local worlds, roles = star { workers = { "a", "b" } (or a count), leader = "leader",

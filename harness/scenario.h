@@ -20,6 +20,8 @@ namespace mw::harness {
 
 using Ms = std::chrono::milliseconds;
 
+struct Scenario;
+
 struct WorldSpec {
   std::string name;
   BackendKind backend = BackendKind::kGloo;
@@ -36,8 +38,38 @@ struct RoleSpec {
   std::map<std::string, int> ranks;  // world -> this role's rank there
   std::string device = "auto";       // auto | cpu | gpu | cuda:N
   std::string host;                  // simulated host (network namespace); "" for none
+  // A program role (docs/scenarios.md, "Program roles") runs this command instead of mw_worker:
+  // argv as written, placeholders unexpanded; empty for an mw_worker role.
+  std::vector<std::string> program;
+  std::string executable;                  // program[0] resolved to a path (validation)
+  std::map<std::string, std::string> env;  // extra variables, values unexpanded
+  std::string cwd;                         // absolute working directory of a program role
   std::string where;
+
+  bool isProgram() const { return !program.empty(); }
 };
+
+// The variables the harness gives a program role's process itself (a role's env may not set them):
+// the telemetry pipe's fd, the worlds it reports, the role's name and the run's store token.
+inline constexpr std::string_view kHarnessVariables[] = {
+    "MW_TELEMETRY_FD", "MW_TELEMETRY_WORLDS", "MW_CHAOS_ROLE", "MW_CHAOS_STORE_TOKEN"};
+
+// What a program role's placeholders stand for in a run: each world's store address and port.
+struct StoreAddress {
+  std::string addr = "127.0.0.1";
+  uint16_t port = 0;
+};
+
+// Expands the placeholders of `text` (a program role's argument or environment value) for role `r`:
+// ${world.NAME.addr}, ${world.NAME.port}, ${world.NAME.rank}, ${world.NAME.size}, ${token} and
+// ${role}. `stores` gives the store of each of r's worlds (a world missing from it gets the
+// defaults: what validation uses). Returns nullopt, with *error naming the placeholder, for an
+// unknown placeholder, a world `r` is not a member of, or a "${" without its "}".
+// REQUIRES: every world of r.ranks is in s.worlds.
+std::optional<std::string> expandPlaceholders(const std::string& text, const Scenario& s,
+                                              const RoleSpec& r,
+                                              const std::map<std::string, StoreAddress>& stores,
+                                              const std::string& token, std::string* error);
 
 struct TrafficSpec {
   chaos::TrafficPattern pattern = chaos::TrafficPattern::kGatherToLeader;

@@ -184,3 +184,59 @@ std::vector<std::string> Scenario::membersOf(const std::string& world) const {
 }
 
 }  // namespace mw::harness
+
+namespace mw::harness {
+
+std::optional<std::string> expandPlaceholders(const std::string& text, const Scenario& s,
+                                              const RoleSpec& r,
+                                              const std::map<std::string, StoreAddress>& stores,
+                                              const std::string& token, std::string* error) {
+  std::string out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t open = text.find("${", pos);
+    out += text.substr(pos, open == std::string::npos ? std::string::npos : open - pos);
+    if (open == std::string::npos) return out;
+    const size_t close = text.find('}', open);
+    if (close == std::string::npos) {
+      *error = "'${' without its closing '}' in \"" + text + "\"";
+      return std::nullopt;
+    }
+    const std::string name = text.substr(open + 2, close - open - 2);
+    pos = close + 1;
+    if (name == "token") {
+      out += token;
+      continue;
+    }
+    if (name == "role") {
+      out += r.name;
+      continue;
+    }
+    // world.NAME.field: a world name may hold dots, so the field is after the last one.
+    const size_t dot = name.rfind('.');
+    const std::string field = dot == std::string::npos ? "" : name.substr(dot + 1);
+    const bool world_form = name.rfind("world.", 0) == 0 && dot > 6;
+    if (!world_form ||
+        (field != "addr" && field != "port" && field != "rank" && field != "size")) {
+      *error = "unknown placeholder ${" + name +
+               "} (expected ${world.NAME.addr}, ${world.NAME.port}, ${world.NAME.rank}, "
+               "${world.NAME.size}, ${token} or ${role})";
+      return std::nullopt;
+    }
+    const std::string world = name.substr(6, dot - 6);
+    auto rank = r.ranks.find(world);
+    if (rank == r.ranks.end()) {
+      *error = "placeholder ${" + name + "}: role '" + r.name + "' is not a member of world '" +
+               world + "'";
+      return std::nullopt;
+    }
+    auto store = stores.find(world);
+    const StoreAddress where = store == stores.end() ? StoreAddress{} : store->second;
+    if (field == "addr") out += where.addr;
+    if (field == "port") out += std::to_string(where.port);
+    if (field == "rank") out += std::to_string(rank->second);
+    if (field == "size") out += std::to_string(s.worlds.at(world).size);
+  }
+}
+
+}  // namespace mw::harness

@@ -6,7 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "chaos/posix_points.h"
 #include "harness/fault_names.h"
@@ -136,6 +141,7 @@ Scenario Validator::scenario(const LV& t) {
   worlds(t.get("worlds"), w, s);
   roles(t.get("roles"), w, s);
   sizes(s);
+  programs(s);
   hostsAllOrNone(s);
   traffic(t.get("traffic"), w, s);
   timeline(t.get("timeline"), w, s);
@@ -195,7 +201,8 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
       error(w, path + ": expected a table, got " + spec.show());
       continue;
     }
-    onlyFields(spec, w, path, {"worlds", "device", "host"});
+    onlyFields(spec, w, path, {"worlds", "device", "host", "program", "env", "cwd"});
+    program(spec, w, path, r);
     r.host = str(spec.get("host"), w, path + ".host").value_or("");
     if (!r.host.empty() && !mw::validWorldName(r.host)) {
       error(w, path + ".host: a host name is 1-128 characters of [A-Za-z0-9_.-]");
@@ -226,6 +233,119 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
       r.ranks[world] = static_cast<int>(rank.n);
     }
     s.roles[name] = r;
+  }
+}
+
+void Validator::program(const LV& spec, const std::string& w, const std::string& path,
+                        RoleSpec& r) {
+  if (const LV* p = spec.get("program")) {
+    if (p->t != LV::T::kTable || !p->fields.empty() || p->items.empty()) {
+      error(w, path + ".program: expected a command as a list of strings like "
+                      "{ \"python3\", \"serve.py\" }, got " +
+                   (p->t == LV::T::kTable && p->fields.empty() ? "an empty list" : p->show()));
+    } else {
+      for (size_t i = 0; i < p->items.size(); ++i) {
+        const std::string ip = path + ".program[" + std::to_string(i + 1) + "]";
+        if (auto a = str(&p->items[i], w, ip)) r.program.push_back(*a);
+      }
+      if (r.program.size() == p->items.size() && r.program[0].empty()) {
+        error(w, path + ".program[1]: the program to run is empty");
+      }
+      if (r.program.size() != p->items.size()) r.program.clear();
+    }
+  }
+  const LV* env = spec.get("env");
+  const LV* cwd = spec.get("cwd");
+  if ((env != nullptr || cwd != nullptr) && spec.get("program") == nullptr) {
+    error(w, path + (env != nullptr ? ".env" : ".cwd") +
+                 ": only a program role (program = { ... }) takes env and cwd");
+  }
+  if (env != nullptr) {
+    if (env->t != LV::T::kTable || !env->items.empty()) {
+      error(w, path + ".env: expected variables like { NAME = \"value\" }, got " + env->show());
+    } else {
+      for (const auto& [name, value] : env->fields) {
+        const std::string ep = path + ".env." + name;
+        const bool ok_name =
+            !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+            std::all_of(name.begin(), name.end(), [](char c) {
+              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+            });
+        if (!ok_name) error(w, ep + ": a variable name is letters, digits and '_'");
+        if (std::find(std::begin(kHarnessVariables), std::end(kHarnessVariables), name) !=
+            std::end(kHarnessVariables)) {
+          error(w, ep + ": the harness sets " + name + " itself");
+        }
+        if (auto v = str(&value, w, ep)) r.env[name] = *v;
+      }
+    }
+  }
+  r.cwd = str(cwd, w, path + ".cwd").value_or("");
+}
+
+void Validator::programs(Scenario& s) {
+  char real[PATH_MAX];
+  const size_t slash = file_.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : file_.substr(0, slash);
+  if (::realpath(dir.c_str(), real) != nullptr) dir = real;
+  // `p` against `base` (without its "./"). Not resolved: a symbolic link (a virtual
+  // environment's python3) must be executed by its own name.
+  auto absolute = [](const std::string& base, std::string p) {
+    while (p.rfind("./", 0) == 0) p.erase(0, 2);
+    return p.front() == '/' ? p : base + "/" + p;
+  };
+  for (auto& [name, r] : s.roles) {
+    if (!r.isProgram()) continue;
+    const std::string path = "roles." + name;
+    r.cwd = r.cwd.empty() ? dir : absolute(dir, r.cwd);
+    if (::realpath(r.cwd.c_str(), real) != nullptr) r.cwd = real;
+    struct stat st {};
+    if (::stat(r.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      error(r.where, path + ".cwd: '" + r.cwd + "' is not a directory");
+    }
+    const std::string& exe = r.program[0];
+    std::string why;
+    if (exe.find("${") != std::string::npos) {
+      error(r.where, path + ".program[1]: the program to run cannot hold placeholders");
+    } else if (exe.find('/') == std::string::npos) {
+      const char* env_path = std::getenv("PATH");
+      std::string dirs = env_path != nullptr ? env_path : "/usr/bin:/bin";
+      for (size_t b = 0; r.executable.empty() && b <= dirs.size();) {
+        size_t e = dirs.find(':', b);
+        if (e == std::string::npos) e = dirs.size();
+        std::string d = dirs.substr(b, e - b);
+        std::string candidate = (d.empty() ? "." : d) + "/" + exe;
+        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            ::access(candidate.c_str(), X_OK) == 0) {
+          r.executable = candidate;
+        }
+        b = e + 1;
+      }
+      if (r.executable.empty()) why = "'" + exe + "' is not an executable file in PATH";
+    } else {
+      const std::string full = absolute(r.cwd, exe);
+      if (::stat(full.c_str(), &st) != 0) {
+        why = "'" + full + "' does not exist";
+      } else if (!S_ISREG(st.st_mode) || ::access(full.c_str(), X_OK) != 0) {
+        why = "'" + full + "' is not an executable file";
+      } else {
+        r.executable = full;
+      }
+    }
+    if (!why.empty()) error(r.where, path + ".program[1]: " + why);
+    const std::map<std::string, StoreAddress> none;
+    for (size_t i = 1; i < r.program.size(); ++i) {
+      std::string err;
+      if (!expandPlaceholders(r.program[i], s, r, none, "", &err)) {
+        error(r.where, path + ".program[" + std::to_string(i + 1) + "]: " + err);
+      }
+    }
+    for (const auto& [var, value] : r.env) {
+      std::string err;
+      if (!expandPlaceholders(value, s, r, none, "", &err)) {
+        error(r.where, path + ".env." + var + ": " + err);
+      }
+    }
   }
 }
 
@@ -295,6 +415,12 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
     if (ts.worlds.empty()) error(tw, path + ": name its world (world = \"w1\") or worlds");
     for (const auto& wn : ts.worlds) {
       if (!s.worlds.count(wn)) error(tw, path + ": no world '" + wn + "' in worlds");
+      for (const auto& member : s.membersOf(wn)) {
+        if (s.roles.at(member).isProgram()) {
+          error(tw, path + ": world '" + wn + "' has program role '" + member +
+                        "' as a member; the traffic patterns run in mw_worker on every member");
+        }
+      }
     }
     if (const LV* b = t.get("bytes")) {
       std::optional<uint64_t> n;

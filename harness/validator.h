@@ -55,6 +55,13 @@ class Validator {
 
   void roles(const LV* v, const std::string& w, Scenario& s);
 
+  // A role's program, env and cwd fields as written (docs/scenarios.md, "Program roles").
+  void program(const LV& spec, const std::string& w, const std::string& path, RoleSpec& r);
+
+  // Program roles once the worlds' sizes are known: the working directory exists, the program is
+  // an executable file (resolved into RoleSpec::executable), and every placeholder is known.
+  void programs(Scenario& s);
+
   // Each world's members: ranks 0..n-1, each exactly once.
   void sizes(Scenario& s);
 

@@ -80,6 +80,15 @@ Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& a
   const std::string role = str(act.get("role"), aw, path + " role").value_or("");
   const std::string name = faultKindName(kind);
   if (!s.roles.count(role)) error(aw, path + ": " + name + ": no role '" + role + "' in roles");
+  const bool program = s.roles.count(role) && s.roles.at(role).isProgram();
+  if (program && (kind == FaultKind::kRemoveWorld || kind == FaultKind::kAddWorld)) {
+    error(aw, path + ": " + name + ": role '" + role +
+                  "' runs a program; remove_world and add_world are commands to mw_worker");
+  }
+  if (program && (kind == FaultKind::kFailpoint || kind == FaultKind::kClearFailpoint)) {
+    error(aw, path + ": " + name + ": role '" + role +
+                  "' runs a program; failpoint faults on program roles are not supported yet");
+  }
   switch (kind) {
     case FaultKind::kKill: {
       std::string sig = "SIGKILL";

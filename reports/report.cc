@@ -86,7 +86,8 @@ json runJson(const Scenario& s, const RunRecord& r) {
                               {"exit", w.exit},
                               {"hung", w.hung},
                               {"killed_by_scenario", w.killed_by_scenario},
-                              {"stderr_tail", w.stderr_tail}});
+                              {"stderr_tail", w.stderr_tail},
+                              {"stdout_tail", w.stdout_tail}});
   }
   // Per world, per role: columns of 100 ms windows (t is the window's end).
   json series = json::object();
@@ -177,6 +178,7 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   }
   for (const auto& [name, role] : s.roles) {
     sc["roles"][name] = {{"worlds", role.ranks}, {"device", role.device}};
+    if (role.isProgram()) sc["roles"][name]["program"] = role.program;  // as written
   }
   sc["traffic"] = json::array();
   for (const auto& t : s.traffic) {
@@ -266,6 +268,7 @@ Scenario scenarioFromJson(const json& doc) {
     harness::RoleSpec r;
     r.name = it.key();
     r.ranks = it.value().at("worlds").get<std::map<std::string, int>>();
+    r.program = it.value().value("program", std::vector<std::string>());
     s.roles[r.name] = r;
   }
   for (const auto& t : sc.value("traffic", json::array())) {
@@ -373,6 +376,7 @@ RunRecord runFromJson(const json& doc) {
     x.hung = w.value("hung", false);
     x.killed_by_scenario = w.value("killed_by_scenario", false);
     x.stderr_tail = w.value("stderr_tail", std::string());
+    x.stdout_tail = w.value("stdout_tail", std::string());
     r.workers.push_back(x);
   }
   const json series = run.value("series", json::object());

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Program roles (docs/scenarios.md, "Program roles"), end to end with a stand-in program
+# (fake_program.cc) that writes the telemetry protocol on fd 3: placeholders and variables reach
+# it, its metrics are collected, pause/resume/restart/kill act on it, it is stopped by SIGTERM and
+# leaves no process behind; a program that exits before it is ready is a harness error naming the
+# role, quickly.
+# Usage: program_test.sh <mwchaos> <mw_fake_program> <source dir> <scratch dir>
+set -uo pipefail
+mwchaos=$1
+fake=$2
+src=$3
+work=$4
+rm -rf "$work"
+mkdir -p "$work/bin"
+ln -s "$fake" "$work/bin/mw_fake_program"
+export PATH="$work/bin:$PATH"
+fix=$src/tests/harness/fixtures
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# The scenario with faults: every expectation holds (no orphan, no hang).
+out=$(timeout -s KILL 60 "$mwchaos" run -q -o "$work/out" "$fix/program_roles.lua" 2>&1)
+rc=$?
+[ "$rc" = 0 ] || fail "program_roles.lua: exit $rc, expected 0; output: $out"
+report=$work/out/program_roles/report.json
+python3 - "$report" <<'PY' || fail "program_roles.lua: report.json does not show what the program got and did"
+import json, sys
+r = json.load(open(sys.argv[1]))
+run = r["run"]
+workers = {}
+for w in run["workers"]:
+    workers.setdefault(w["role"], []).append(w)
+errors = []
+def want(ok, what):
+    if not ok:
+        errors.append(what)
+app1, app2 = workers.get("app1", []), workers.get("app2", [])
+want(len(app1) == 2, "app1 has two records (restarted): %r" % app1)
+want(len(app2) == 1 and app2[0]["exit"] == "killed by SIGKILL", "app2 killed by SIGKILL: %r" % app2)
+want(app1 and app1[-1]["exit"] == "exited 0", "app1 stopped by SIGTERM, exited 0: %r" % app1)
+want(app1 and app1[-1]["starts"] == 2, "app1 started twice")
+want(not any(w["hung"] for ws in workers.values() for w in ws), "nothing hung")
+tail = app1[-1]["stdout_tail"] if app1 else ""
+port = r["scenario"]["roles"]["app1"]["program"][3]
+want(port == "port=${world.w1.port}", "the report keeps the command as written: %r" % port)
+for text in ["[addr=127.0.0.1]", "[rank=0]", "[size=1]", "[role=app1]", "role=app1 worlds=w1 fd=3",
+             "fake: stopped by SIGTERM"]:
+    want(text in tail, "app1's stdout tail has %r: %r" % (text, tail))
+import re
+m = re.search(r"\[port=(\d+)\]", tail)
+want(m and int(m.group(1)) > 0, "the port placeholder became a port: %r" % tail)
+want(m and ("extra=port-" + m.group(1)) in tail, "env placeholder expanded: %r" % tail)
+want(re.search(r"token_length=[1-9]", tail), "the store token reached the program")
+want(re.search(r"cwd=/\S*tests/harness/fixtures", tail), "cwd is the scenario's folder: %r" % tail)
+series = run.get("series", {})
+want("app1" in series.get("w1", {}) and "app2" in series.get("w2", {}),
+     "metrics collected from the telemetry pipe: %r" % list(series))
+kinds = [f["outcome"] for f in run["faults"]]
+want(kinds == ["ok"] * 4, "every fault delivered: %r" % kinds)
+want(run.get("leftover_processes", 0) == 0, "no process left")
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+PY
+
+# A program that exits before it is ready: exit 1 at once, naming the role and its output.
+start=$(date +%s)
+out=$(timeout -s KILL 30 "$mwchaos" run -q -o "$work/out" "$fix/program_exits_early.lua" 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "program_exits_early.lua: exit $rc, expected 1; output: $out"
+grep -q "role 'app' exited 3 before it joined its worlds: stderr: fake: exiting with 3 before ready" \
+  <<<"$out$(cat "$work/out/program_exits_early/report.json" 2>/dev/null)" ||
+  fail "program_exits_early.lua: no error naming the role; output: $out"
+[ $(($(date +%s) - start)) -le 10 ] || fail "program_exits_early.lua took over 10 s"
+
+# No process of the fake is left.
+pgrep -f "$work/bin/mw_fake_program" >/dev/null && fail "a mw_fake_program process remains"
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "program roles: ok"
