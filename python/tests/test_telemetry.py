@@ -53,3 +53,42 @@ def test_a_python_program_reports_its_worlds_when_the_harness_asks():
 
 def test_without_the_channel_nothing_is_reported():
     assert run_program(False) == []
+
+
+def test_report_metric_reaches_the_harness_and_checks_its_arguments():
+    program = textwrap.dedent("""
+        import multiworld_native as mw
+        with mw.WorldManager():
+            for _ in range(12):
+                mw.report_metric("requests")
+                mw.report_metric("tokens", 3)
+            import time
+            time.sleep(0.25)
+        print("done")
+    """)
+    r, w = os.pipe()
+    env = dict(os.environ, MW_TELEMETRY_FD=str(w))
+    proc = subprocess.run([sys.executable, "-c", program], env=env, pass_fds=(w,),
+                          capture_output=True, text=True, timeout=60)
+    os.close(w)
+    with os.fdopen(r) as f:
+        app = [line.split() for line in f.read().splitlines() if line.startswith("app ")]
+    assert proc.returncode == 0, proc.stderr
+    assert sum(float(a[3]) for a in app if a[2] == "requests") == 12
+    assert sum(float(a[3]) for a in app if a[2] == "tokens") == 36
+
+
+def test_report_metric_refuses_bad_names_and_amounts():
+    import math
+
+    import pytest
+
+    import multiworld_native as mw
+    mw.report_metric("fine_name.v2-1", 2)  # no harness: accepted, kept nowhere
+    for bad in ("", "two words", "x" * 65):
+        with pytest.raises(ValueError, match="reportMetric"):
+            mw.report_metric(bad)
+    with pytest.raises(ValueError, match="not finite"):
+        mw.report_metric("x", math.inf)
+    with pytest.raises(TypeError):
+        mw.report_metric("x", "one")

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -174,4 +175,47 @@ TEST_CASE("a value that is not a descriptor is refused with one message, and the
     REQUIRE(m.initWorld(oneRank("plain"), mw::deadlineIn(scaled(10000))).ok());
   }
   ::unsetenv("MW_TELEMETRY_FD");
+}
+
+TEST_CASE("an application's own metric reaches the harness as each window's sum",
+          "[runtime][telemetry]") {
+  ::unsetenv("MW_TELEMETRY_FD");
+  CHECK(mw::reportMetric("requests", 5).ok());  // no channel: accepted, kept nowhere
+  Channel ch("");
+  {
+    mw::WorldManager first, second;  // one of them reports the application's metrics
+    for (int i = 0; i < 30; ++i) {
+      REQUIRE(mw::reportMetric("requests").ok());
+      REQUIRE(mw::reportMetric("tokens.out", 2.5).ok());
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  double requests = 0, tokens = 0;
+  int windows = 0;
+  for (const auto& l : ch.lines()) {
+    auto w = words(l);
+    if (w[0] != "app") continue;
+    INFO(l);
+    REQUIRE(w.size() == 4);
+    ++windows;
+    if (w[2] == "requests") requests += std::stod(w[3]);
+    if (w[2] == "tokens.out") tokens += std::stod(w[3]);
+  }
+  CHECK(requests == 30);  // counted once, though two managers report
+  CHECK(tokens == 75);
+  CHECK(windows >= 2);
+}
+
+TEST_CASE("reportMetric refuses names and amounts the protocol cannot carry",
+          "[runtime][telemetry]") {
+  for (const char* bad : {"", "two words", "tab\there", "semi;colon", "ünï"}) {
+    mw::Status s = mw::reportMetric(bad, 1);
+    INFO(bad << ": " << s.toString());
+    CHECK(s.code() == mw::Code::kInvalidArgument);
+    CHECK(s.message().find("reportMetric") != std::string::npos);
+  }
+  CHECK(mw::reportMetric(std::string(65, 'x'), 1).code() == mw::Code::kInvalidArgument);
+  CHECK(mw::reportMetric(std::string(64, 'x'), 1).ok());
+  CHECK(mw::reportMetric("nan", std::nan("")).message().find("not finite") != std::string::npos);
+  CHECK(mw::reportMetric("inf", 1.0 / 0.0).code() == mw::Code::kInvalidArgument);
 }

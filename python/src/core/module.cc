@@ -300,6 +300,14 @@ NB_MODULE(_core, m) {
                               v.device.str());
       },
       "(data pointer, dtype, count, device) of the view an operation would get: for tests.");
+  // Contract: adds `amount` to this process's application metric `name`, reported to the chaos
+  // harness every 100 ms when it started this program (multiworld/telemetry.h); a no-op
+  // otherwise. ValueError for a name that is not 1-64 characters of A-Z a-z 0-9 _ . - or an
+  // amount that is not finite. Never blocks on I/O.
+  m.def(
+      "report_metric",
+      [](const std::string& name, double amount) { mwpy::check(mw::reportMetric(name, amount)); },
+      nb::arg("name"), nb::arg("amount") = 1.0);
   m.def(
       "_monotonic", [] { return mwpy::monotonicSeconds(mw::Clock::now()); },
       "The runtime's monotonic clock in seconds.");

@@ -46,6 +46,7 @@ from ._core import (
     WorldEvent,
     WorldInfo,
     WorldManager,
+    report_metric,
     wait_any,
 )
 from .errors import BrokenWorldError, MultiworldError
@@ -64,5 +65,6 @@ __all__ = [
     "WorldInfo",
     "WorldManager",
     "WITH_NCCL",
+    "report_metric",
     "wait_any",
 ]

@@ -7,6 +7,7 @@
 #include "multiworld/failpoints.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
+#include "multiworld/telemetry.h"
 #include "multiworld/tensor.h"
 #include "multiworld/work.h"
 #include "multiworld/world_manager.h"

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "core/thread_name.h"
 #include "multiworld/failpoints.h"
+#include "multiworld/telemetry.h"
 
 namespace mw::detail {
 
@@ -51,6 +53,12 @@ std::string error(const std::string& message) { return "error " + oneLine(messag
 
 std::string ready(int64_t t_ns) { return "ready " + n(t_ns); }
 
+std::string app(int64_t t_ns, const std::string& name, double value) {
+  char v[32];
+  std::snprintf(v, sizeof v, "%.17g", value);
+  return "app " + n(t_ns) + " " + name + " " + v;
+}
+
 std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
                   uint64_t generation, Cause cause, int peer, const std::string& detail) {
   return "event " + n(t_ns) + " " + world + " " + eventKindName(kind) + " " +
@@ -70,6 +78,24 @@ std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
 int64_t monotonicNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
+
+namespace {
+
+// The application metrics of the process (multiworld/telemetry.h): kept only while a Telemetry
+// exists; reported by the oldest one alive (`reporter`).
+struct AppMetrics {
+  std::atomic<int> channels{0};
+  std::mutex mu;
+  std::map<std::string, double> sums;        // GUARDED_BY(mu): the current window
+  std::vector<const Telemetry*> alive;       // GUARDED_BY(mu): oldest first
+};
+
+AppMetrics& appMetrics() {
+  static auto* m = new AppMetrics();  // never destroyed: reportMetric may run at exit
+  return *m;
+}
+
+}  // namespace
 
 std::unique_ptr<Telemetry> Telemetry::fromEnvironment(Source& source) {
   const char* fd_text = std::getenv("MW_TELEMETRY_FD");
@@ -144,11 +170,19 @@ Telemetry::Telemetry(Source& source, int fd, std::vector<std::string> ready_worl
       thread_([this](std::stop_token st) { run(st); }) {
   // Known from the start: a world of the role that never comes up still has its windows.
   for (const auto& w : ready_worlds_) counters(w);
+  AppMetrics& app = appMetrics();
+  std::lock_guard lock(app.mu);
+  app.alive.push_back(this);
+  app.channels.fetch_add(1, std::memory_order_relaxed);
 }
 
 Telemetry::~Telemetry() {
   thread_.request_stop();
   thread_.join();
+  AppMetrics& app = appMetrics();
+  std::lock_guard lock(app.mu);
+  std::erase(app.alive, this);
+  app.channels.fetch_sub(1, std::memory_order_relaxed);
 }
 
 std::shared_ptr<TrafficCounters> Telemetry::counters(const std::string& name) {
@@ -192,7 +226,46 @@ void Telemetry::report(Clock::time_point window_end) {
     write(telemetry_lines::metrics(monotonicNs(window_end), name, source_.worldState(name).first,
                                    c->take()));
   }
+  std::map<std::string, double> sums;
+  {
+    AppMetrics& app = appMetrics();
+    std::lock_guard lock(app.mu);
+    if (app.alive.empty() || app.alive.front() != this) return;  // another manager reports them
+    sums.swap(app.sums);
+  }
+  for (const auto& [name, v] : sums) write(telemetry_lines::app(monotonicNs(window_end), name, v));
 }
+
+}  // namespace mw::detail
+
+namespace mw {
+
+Status reportMetric(std::string_view name, double amount) {
+  auto bad = [&](const std::string& why) {
+    return Status(Code::kInvalidArgument, "reportMetric: " + why);
+  };
+  if (name.empty() || name.size() > 64) {
+    return bad("name must have 1 to 64 characters, not " + std::to_string(name.size()));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      return bad("name '" + std::string(name) +
+                 "' may hold only the characters A-Z a-z 0-9 _ . - (one word)");
+    }
+  }
+  if (!std::isfinite(amount)) return bad("amount for '" + std::string(name) + "' is not finite");
+  detail::AppMetrics& app = detail::appMetrics();
+  if (app.channels.load(std::memory_order_relaxed) == 0) return Status::Ok();
+  std::lock_guard lock(app.mu);
+  app.sums[std::string(name)] += amount;
+  return Status::Ok();
+}
+
+}  // namespace mw
+
+namespace mw::detail {
 
 void Telemetry::run(std::stop_token stop) {
   nameThisThread("mw-telemetry");

@@ -16,7 +16,9 @@
 //                      manager of the process opens libfiu's control fifo there (seeded with
 //                      MW_FAILPOINT_SEED when set) and names it; "-" from a library built without
 //                      failpoints (the harness then reports failpoint faults as skipped);
-//   error <message>    when that fifo cannot be opened (the program goes on).
+//   error <message>    when that fifo cannot be opened (the program goes on);
+//   app <t> <name> <v> every 100 ms, the window's sum of each application metric the program
+//                      reported (multiworld/telemetry.h), from one manager of the process.
 // Without MW_TELEMETRY_FD nothing is started, and operations pay one null-pointer test.
 // A write that fails (the harness is gone) ends the reports, never the program.
 //
@@ -55,6 +57,7 @@ namespace telemetry_lines {
 std::string fifo(const std::string& path);  // "" for "-"
 std::string error(const std::string& message);
 std::string ready(int64_t t_ns);
+std::string app(int64_t t_ns, const std::string& name, double value);
 std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
                   uint64_t generation, Cause cause, int peer, const std::string& detail);
 std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
