@@ -1,6 +1,7 @@
 #include "chaos/worker_lines.h"
 
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -44,6 +45,17 @@ class Fields {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size()) {
       fail(std::string(field) + " '" + std::string(s.substr(0, 40)) + "' is not a whole number");
+    }
+    return v;
+  }
+  // A finite floating-point number.
+  double real(const char* field) {
+    double v = 0;
+    std::string_view s = next(field);
+    if (!ok()) return v;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) {
+      fail(std::string(field) + " '" + std::string(s.substr(0, 40)) + "' is not a finite number");
     }
     return v;
   }
@@ -102,6 +114,7 @@ std::string format(const Line& line) {
             return "joinfail " + n(l.t_ns) + " " + l.world + " " + oneLine(l.status);
           },
           [](const Error& l) { return detail::telemetry_lines::error(l.message); },
+          [](const App& l) { return detail::telemetry_lines::app(l.t_ns, l.name, l.value); },
       },
       line);
 }
@@ -157,6 +170,15 @@ Result<Line> parse(std::string_view line) {
     m.lat_max_ns = f.number<int64_t>("latency_max_ns");
     if (!f.ok()) return f.status();
     return Line(std::move(m));
+  }
+  if (kind == "app") {
+    Fields f(kind, words(body, 3));
+    App a;
+    a.t_ns = f.number<int64_t>("time");
+    a.name = f.word("name");
+    a.value = f.real("value");
+    if (!f.ok()) return f.status();
+    return Line(std::move(a));
   }
   if (kind == "cpu") {
     Fields f(kind, words(body, 3));

@@ -14,6 +14,8 @@
 //                                       over its threads) during the window that ends at t
 //   joinfail <t> <world> <status...>    a join or rejoin failed (the worker tries again)
 //   error <message...>                  fatal: the worker exits 3
+//   app <t> <name> <value>              a program's own metric (multiworld/telemetry.h): the sum
+//                                       of what it reported in the window that ends at t
 //
 // Thread rules: pure functions of their arguments.
 #pragma once
@@ -62,8 +64,13 @@ struct JoinFail {
 struct Error {
   std::string message;
 };
+struct App {
+  int64_t t_ns = 0;  // end of the window
+  std::string name;  // one word of [A-Za-z0-9_.-]
+  double value = 0;  // finite
+};
 
-using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error>;
+using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error, App>;
 
 // The line for `l`, without its newline. Free-text fields have their newlines replaced by spaces;
 // a name field (world) must be one word without spaces (the scenario validator's name rule).

@@ -264,11 +264,18 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   }
   const double warm = static_cast<double>(s.warmup.count()) / 1000.0;
   for (const auto& t : e.throughput) {
+    // A world's bytes at its rank-0 role, or a program role's own metric.
+    const bool app = !t.metric.empty();
+    const std::string series = app ? appSeries(t.metric) : t.world;
+    const std::string what = app ? "role " + t.role + "'s " + t.metric : "world " + t.world;
+    // Bytes per second in MB/s; a program's metric per second as it is.
+    const double unit = app ? 1.0 : 1e6;
+    const std::string per_s = app ? t.metric + "/s" : "MB/s";
     Verdict v;
     v.world = t.world;
     v.where = t.where;
-    v.name = "world " + t.world + " keeps >= " + fmt("%.2f", t.ratio) + " of its throughput (" +
-             t.window + " the fault)";
+    v.name = what + " keeps >= " + fmt("%.2f", t.ratio) + " of its throughput (" + t.window +
+             " the fault)";
     v.threshold = ">= " + fmt("%.2f", t.ratio);
     if (ff < 0) {
       v.status = VerdictStatus::kError;
@@ -277,22 +284,24 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       continue;
     }
     double to = t.window == "during" ? std::max(last_fault, ff + 0.2) : r.elapsed;
-    const ThroughputEvidence ev = measureThroughput(s, r, t.world, warm, ff, ff, to);
+    const ThroughputEvidence ev = measureThroughput(s, r, series, warm, ff, ff, to, t.role);
     const Rate &before = ev.before, &after = ev.after;
     if (before.windows == 0 || before.mean <= 0) {
       v.status = VerdictStatus::kError;
-      v.message = "no traffic measured in world " + t.world + " between the warm-up (" +
-                  fmt("%.2f s", warm) + ") and the first fault (" + fmt("%.2f s", ff) + ")";
+      v.message = (app ? "role " + t.role + " reported no " + t.metric
+                       : "no traffic measured in world " + t.world) +
+                  " between the warm-up (" + fmt("%.2f s", warm) + ") and the first fault (" +
+                  fmt("%.2f s", ff) + ")";
       out.push_back(v);
       continue;
     }
     const ThroughputJudgement j = judgeThroughput(ev, t.ratio);
     v.measured = fmt("%.3f", ev.ratio);
     v.status = j.status;
-    v.message = "before: " + fmt("%.1f MB/s", before.mean / 1e6) + " (median " +
-                fmt("%.1f", before.median / 1e6) + ", " + std::to_string(before.windows) +
-                " windows); after: " + fmt("%.1f MB/s", after.mean / 1e6) + " (median " +
-                fmt("%.1f", after.median / 1e6) + ", min " + fmt("%.1f", after.min / 1e6) + ", " +
+    v.message = "before: " + fmt("%.1f", before.mean / unit) + " " + per_s + " (median " +
+                fmt("%.1f", before.median / unit) + ", " + std::to_string(before.windows) +
+                " windows); after: " + fmt("%.1f", after.mean / unit) + " " + per_s + " (median " +
+                fmt("%.1f", after.median / unit) + ", min " + fmt("%.1f", after.min / unit) + ", " +
                 std::to_string(after.windows) + " windows); ratio " + fmt("%.3f", ev.ratio) + " [" +
                 fmt("%.3f", ev.lo) + ", " + fmt("%.3f", ev.hi) + "]; control " +
                 fmt("%.3f", ev.control) + "; CPU share of the survivors " +

@@ -101,11 +101,10 @@ void Run::prepare() {
       posix_roles_.insert(f->role);
     if (a.kind() == FaultKind::kFailpoint || a.kind() == FaultKind::kClearFailpoint)
       fifo_roles_.insert(a.role());
-    // A delay may have to fall back to the runtime's delay failpoint (no netem). A program
-    // role has no failpoint fifo (yet): a delay that needs one is reported as skipped.
+    // A delay may have to fall back to the runtime's delay failpoint (no netem).
     if (const auto* d = std::get_if<Delay>(&a.fault)) {
       for (const auto& [name, r] : s_.roles) {
-        if (r.host == d->host && !r.isProgram()) fifo_roles_.insert(name);
+        if (r.host == d->host) fifo_roles_.insert(name);
       }
     }
   }
@@ -140,13 +139,15 @@ void Run::prepare() {
   }
 }
 
+unsigned Run::roleSeed(const std::string& role) const {
+  return static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^ std::hash<std::string>{}(role));
+}
+
 chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo_prefix) const {
   const RoleSpec& r = s_.roles.at(role);
   chaos::WorkerConfig c;
   c.role = role;
-  // Per-role seeds derived from the scenario's: every process draws its own sequence.
-  c.seed =
-      static_cast<unsigned>((s_.seed * 0x9E3779B97F4A7C15ULL) ^ std::hash<std::string>{}(role));
+  c.seed = roleSeed(role);
   c.fifo_prefix = fifo_prefix;
   const auto where = stores();
   for (const auto& [w, rank] : r.ranks) {
@@ -235,6 +236,11 @@ bool Run::start(const std::string& role) {
   if (w.program) {
     argv = programArgv(spec);
     options.env = programEnv(spec);
+    if (w.fifo_wanted) {
+      // The runtime in the program opens libfiu's control fifo there and names it on fd 3.
+      options.env.push_back("MW_FAILPOINT_FIFO=" + prefix);
+      options.env.push_back("MW_FAILPOINT_SEED=" + std::to_string(roleSeed(role)));
+    }
     options.executable = spec.executable;
     options.cwd = spec.cwd;
     options.telemetry = true;

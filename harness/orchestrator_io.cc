@@ -96,6 +96,13 @@ void Run::take(Worker& w, const chaos::lines::Metrics& l) {
   last_bytes_[l.world + "/" + w.role] = r.bytes;
 }
 
+void Run::take(Worker& w, const chaos::lines::App& l) {
+  WindowRec r;
+  r.t = rel(l.t_ns);
+  r.bytes = l.value;
+  res_.record.windows[appSeries(l.name)][w.role].push_back(r);
+}
+
 void Run::take(Worker& w, const chaos::lines::Cpu& l) {
   res_.record.cpu[w.role].push_back(
       {rel(l.t_ns), static_cast<double>(l.cpu_ns) / 1e9, static_cast<double>(l.wait_ns) / 1e9});

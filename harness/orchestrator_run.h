@@ -83,6 +83,9 @@ class Run {
   std::vector<std::string> touched(const ActionSpec& a) const;
   std::vector<std::string> failpointWorlds(const std::string& role, const std::string& point) const;
 
+  // The role's failpoint seed, derived from the scenario's: every process draws its own sequence.
+  unsigned roleSeed(const std::string& role) const;
+
   // What the role's worker runs (chaos/worker_config.h).
   chaos::WorkerConfig config(const std::string& role, const std::string& fifo_prefix) const;
 
@@ -119,6 +122,8 @@ class Run {
   void take(Worker& w, const chaos::lines::Ready&) { w.ready = true; }
   void take(Worker& w, const chaos::lines::Fifo& l);
   void take(Worker& w, const chaos::lines::Error& l);
+  // A program's own metric: a series of its own in the record (appSeries(name), this role).
+  void take(Worker& w, const chaos::lines::App& l);
 
   // Polls every worker's pipes for up to `ms`.
   void pump(int ms);

@@ -106,6 +106,10 @@ struct WorkerRec {
   std::string stdout_tail;  // a program role's stdout (a worker's stdout is the protocol)
 };
 
+// The key in RunRecord::windows of a program's own metric `name` (its value in WindowRec::bytes).
+// World names cannot hold ':', so the keys never meet.
+inline std::string appSeries(const std::string& name) { return "app:" + name; }
+
 struct RunRecord {
   double duration = 0;  // planned, seconds
   double elapsed = 0;   // from start to the end of the timeline
@@ -113,7 +117,8 @@ struct RunRecord {
   bool interrupted = false;
   std::vector<std::string> harness_errors;
   std::vector<EventRec> events;
-  std::map<std::string, std::map<std::string, std::vector<WindowRec>>> windows;  // world -> role
+  // world (or appSeries(metric)) -> role -> windows
+  std::map<std::string, std::map<std::string, std::vector<WindowRec>>> windows;
   std::map<std::string, std::vector<CpuRec>> cpu;  // role -> its process's windows
   std::vector<MachineRec> machine;                 // sampled about every 100 ms
   int machine_cpus = 0;                            // CPUs online

@@ -351,6 +351,8 @@ expectations (expect = { ... })
   healthy = { "w1" }                these worlds do not break (others not judged)
   detected_within = "100ms"         or { w2 = "700ms", default = "100ms" }
   throughput = { throughput_kept { world = "w1", ratio = 0.9, window = "after"|"during" } }
+               throughput_kept { metric = "requests", role = "frontend", ratio = 0.5 }
+                                    a program role's own metric (mw::reportMetric)
   replacement_within = "3s"         a restarted member's world is healthy again within
   no_hang = true, no_orphans = true
   check = function(run) return ok, message end        a Lua hook over the run's data

@@ -185,7 +185,9 @@ struct ActionSpec {
 };
 
 struct ThroughputSpec {
-  std::string world;
+  std::string world;   // a world's bytes at its rank-0 role; or, when `metric` is set:
+  std::string metric;  // a program role's own metric (multiworld/telemetry.h) ...
+  std::string role;    // ... reported by this role
   double ratio = 0.9;
   std::string window = "after";  // after: from the first fault to the end
   std::string where;

@@ -16,11 +16,12 @@ constexpr int kBlock = 5;  // windows per bootstrap block (500 ms: noise comes i
 constexpr int kResamples = 2000;
 constexpr double kTail = 0.05;  // each side of the 90% interval
 
-// The rank-0 role's windows of `world` (bytes per second) whose end lies in (from, to].
+// The rank-0 role's windows of `world` (bytes per second) whose end lies in (from, to]; `role`'s
+// when given.
 std::vector<double> rates(const Scenario& s, const RunRecord& r, const std::string& world,
-                          double from, double to) {
+                          double from, double to, const std::string& role = "") {
   std::vector<double> out;
-  auto members = s.membersOf(world);
+  auto members = role.empty() ? s.membersOf(world) : std::vector<std::string>{role};
   if (members.empty()) return out;
   auto wit = r.windows.find(world);
   if (wit == r.windows.end()) return out;
@@ -124,9 +125,9 @@ std::string fmt(const char* f, double v) {
 }  // namespace
 
 Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string& world, double from,
-                       double to) {
+                       double to, const std::string& role) {
   Rate out;
-  std::vector<double> v = rates(s, r, world, from, to);
+  std::vector<double> v = rates(s, r, world, from, to, role);
   if (v.empty()) return out;
   out.windows = static_cast<int>(v.size());
   out.mean = mean(v);
@@ -139,29 +140,29 @@ Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string&
 
 ThroughputEvidence measureThroughput(const Scenario& s, const RunRecord& r,
                                      const std::string& world, double b0, double b1, double a0,
-                                     double a1) {
+                                     double a1, const std::string& role) {
   ThroughputEvidence e;
-  e.before = throughputBetween(s, r, world, b0, b1);
-  e.after = throughputBetween(s, r, world, a0, a1);
+  e.before = throughputBetween(s, r, world, b0, b1, role);
+  e.after = throughputBetween(s, r, world, a0, a1, role);
   e.ratio = e.before.mean > 0 ? e.after.mean / e.before.mean : 0;
   const uint64_t seed = mix(s.seed, world);
   std::tie(e.lo, e.hi) =
-      ratioInterval(rates(s, r, world, b0, b1), rates(s, r, world, a0, a1), seed);
+      ratioInterval(rates(s, r, world, b0, b1, role), rates(s, r, world, a0, a1, role), seed);
   // The control: the later half of the fault-free stretch against its earlier half.
   const double mid = (b0 + b1) / 2;
-  auto first = rates(s, r, world, b0, mid), second = rates(s, r, world, mid, b1);
+  auto first = rates(s, r, world, b0, mid, role), second = rates(s, r, world, mid, b1, role);
   e.control = e.control_lo = e.control_hi = kNaN;
   if (first.size() >= 3 && second.size() >= 3 && mean(first) > 0) {
     e.control = mean(second) / mean(first);
     std::tie(e.control_lo, e.control_hi) = ratioInterval(first, second, seed + 1);
   }
   std::vector<std::string> survivors;
-  for (const auto& role : s.membersOf(world)) {
-    auto it = r.cpu.find(role);
+  for (const auto& member : role.empty() ? s.membersOf(world) : std::vector<std::string>{role}) {
+    auto it = r.cpu.find(member);
     if (it == r.cpu.end()) continue;
     if (std::any_of(it->second.begin(), it->second.end(),
                     [&](const CpuRec& c) { return c.t > a0; })) {
-      survivors.push_back(role);
+      survivors.push_back(member);
     }
   }
   e.cpu_before = cpuIn(r, survivors, b0, b1);

@@ -23,13 +23,14 @@
 namespace mw::harness {
 
 // Throughput of `world` measured at its rank-0 role, in bytes per second, over windows whose end
-// lies in (from, to]. Returns {mean, median, min, max, windows}.
+// lies in (from, to]. Returns {mean, median, min, max, windows}. With `role`, the series `world`
+// (a world or appSeries(metric)) as that role reported it, per second.
 struct Rate {
   double mean = 0, median = 0, min = 0, max = 0;
   int windows = 0;
 };
 Rate throughputBetween(const Scenario& s, const RunRecord& r, const std::string& world, double from,
-                       double to);
+                       double to, const std::string& role = "");
 
 // CPU in one stretch of the run. Values are NaN when the run recorded no CPU data for it.
 struct CpuStretch {
@@ -47,10 +48,11 @@ struct ThroughputEvidence {
 };
 
 // Measures `world` between `before` = (b0, b1] and `after` = (a0, a1] (seconds from the start).
-// The survivors are the world's members whose process reported CPU windows after a0.
+// The survivors are the world's members whose process reported CPU windows after a0. With `role`,
+// as throughputBetween; the survivors are that role.
 ThroughputEvidence measureThroughput(const Scenario& s, const RunRecord& r,
                                      const std::string& world, double b0, double b1, double a0,
-                                     double a1);
+                                     double a1, const std::string& role = "");
 
 // The three-way judgement of `e` against `bar` (>= bar passes):
 //   pass          the ratio's whole interval is at or above the bar;

@@ -528,11 +528,9 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
         error(tw, p + ": expected throughput_kept { world = ..., ratio = ... }");
         continue;
       }
-      onlyFields(it, tw, p, {"world", "ratio", "window"});
+      onlyFields(it, tw, p, {"world", "metric", "role", "ratio", "window"});
       ThroughputSpec ts;
       ts.where = tw;
-      ts.world = str(it.get("world"), tw, p + ".world").value_or("");
-      if (!s.worlds.count(ts.world)) error(tw, p + ".world: no world '" + ts.world + "' in worlds");
       ts.ratio = num(it.get("ratio"), tw, p + ".ratio").value_or(0.9);
       if (!(ts.ratio > 0 && ts.ratio <= 10)) error(tw, p + ".ratio: must be in (0, 10]");
       ts.window = str(it.get("window"), tw, p + ".window").value_or("after");
@@ -540,9 +538,44 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
         error(tw, p + ".window: expected \"after\" (first fault to the end) or \"during\" "
                       "(first fault to the last)");
       }
-      bool has_traffic = std::any_of(s.traffic.begin(), s.traffic.end(), [&](const TrafficSpec& t) {
-        return std::find(t.worlds.begin(), t.worlds.end(), ts.world) != t.worlds.end();
-      });
+      if (it.get("metric") != nullptr || it.get("role") != nullptr) {
+        // A program role's own metric (multiworld/telemetry.h).
+        ts.metric = str(it.get("metric"), tw, p + ".metric").value_or("");
+        ts.role = str(it.get("role"), tw, p + ".role").value_or("");
+        if (it.get("world") != nullptr) {
+          error(tw, p + ": give world (its bytes) or metric and role (a program's own metric), "
+                        "not both");
+        }
+        const bool word = !ts.metric.empty() && ts.metric.size() <= 64 &&
+                          std::all_of(ts.metric.begin(), ts.metric.end(), [](char c) {
+                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                   c == '.' || c == '-';
+                          });
+        if (!word) {
+          error(tw, p + ".metric: expected the name a program reports (1 to 64 characters of "
+                        "A-Z a-z 0-9 _ . -), got \"" + ts.metric + "\"");
+        }
+        if (!s.roles.count(ts.role)) {
+          error(tw, p + ".role: no role '" + ts.role + "' in roles");
+        } else if (!s.roles.at(ts.role).isProgram()) {
+          error(tw, p + ".role: role '" + ts.role +
+                        "' runs mw_worker; only a program role reports its own metrics");
+        }
+        e.throughput.push_back(ts);
+        continue;
+      }
+      ts.world = str(it.get("world"), tw, p + ".world").value_or("");
+      if (!s.worlds.count(ts.world)) error(tw, p + ".world: no world '" + ts.world + "' in worlds");
+      // A program member makes its own traffic (the runtime in it reports the world's bytes).
+      const auto members = s.membersOf(ts.world);
+      bool has_traffic =
+          std::any_of(s.traffic.begin(), s.traffic.end(),
+                      [&](const TrafficSpec& t) {
+                        return std::find(t.worlds.begin(), t.worlds.end(), ts.world) !=
+                               t.worlds.end();
+                      }) ||
+          std::any_of(members.begin(), members.end(),
+                      [&](const std::string& m) { return s.roles.at(m).isProgram(); });
       if (s.worlds.count(ts.world) && !has_traffic) {
         error(tw, p + ": world '" + ts.world + "' carries no traffic to measure");
       }

@@ -86,8 +86,14 @@ Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& a
                   "' runs a program; remove_world and add_world are commands to mw_worker");
   }
   if (program && (kind == FaultKind::kFailpoint || kind == FaultKind::kClearFailpoint)) {
-    error(aw, path + ": " + name + ": role '" + role +
-                  "' runs a program; failpoint faults on program roles are not supported yet");
+    // The runtime's points work in a program (MW_FAILPOINT_FIFO); libfiu's POSIX preload is
+    // mw_worker's alone.
+    const LV* point = act.get("point");
+    if (point != nullptr && point->t == LV::T::kStr && chaos::isPosixPoint(point->s)) {
+      error(aw, path + ": " + name + ": role '" + role + "' runs a program; POSIX failpoints (" +
+                    point->s + ") need mw_worker's libfiu preload, the runtime's mw/... points "
+                    "work in programs");
+    }
   }
   switch (kind) {
     case FaultKind::kKill: {

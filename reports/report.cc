@@ -205,7 +205,8 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   for (const auto& [w, v] : e.detected_within_world) ex["detected_within_world_ms"][w] = v.count();
   for (const auto& t : e.throughput) {
     ex["throughput"].push_back(
-        {{"world", t.world}, {"ratio", t.ratio}, {"window", t.window}, {"where", t.where}});
+        {{"world", t.world}, {"metric", t.metric}, {"role", t.role}, {"ratio", t.ratio},
+         {"window", t.window}, {"where", t.where}});
   }
   if (e.replacement_within) ex["replacement_within_ms"] = e.replacement_within->count();
   ex["no_hang"] = e.no_hang;
@@ -296,9 +297,14 @@ Scenario scenarioFromJson(const json& doc) {
     }
   }
   for (const auto& t : ex.value("throughput", json::array())) {
-    e.throughput.push_back({t.at("world").get<std::string>(), t.at("ratio").get<double>(),
-                            t.value("window", std::string("after")),
-                            t.value("where", std::string())});
+    harness::ThroughputSpec ts;
+    ts.world = t.at("world").get<std::string>();
+    ts.metric = t.value("metric", std::string());
+    ts.role = t.value("role", std::string());
+    ts.ratio = t.at("ratio").get<double>();
+    ts.window = t.value("window", std::string("after"));
+    ts.where = t.value("where", std::string());
+    e.throughput.push_back(ts);
   }
   if (ex.contains("replacement_within_ms")) {
     e.replacement_within = harness::Ms(ex["replacement_within_ms"].get<long long>());

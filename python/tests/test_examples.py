@@ -1,5 +1,6 @@
 """The examples people read are run here: examples/python/*.py, and every ```python block of the
 README and docs/python.md."""
+import os
 import pathlib
 import re
 import subprocess
@@ -52,3 +53,30 @@ def test_leader_two_worlds_asyncio_example():
     assert "world w2 broke (peer_died, rank 1)" in out.stdout
     assert "the task of w1 goes on" in out.stdout
 
+
+
+def mwchaos():
+    """The mwchaos that runs scenarios here: $MW_CHAOS (.ci/quickstart sets it), else a build of
+    this checkout."""
+    given = os.environ.get("MW_CHAOS")
+    candidates = [given] if given else [ROOT / "build" / d / "bin" / "mwchaos"
+                                        for d in ("release", "dev")]
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return str(c)
+    pytest.fail("no mwchaos to run the scenario with: build the C++ tree (.ci/quickstart test) "
+                "or set MW_CHAOS to its path")
+
+
+def test_pipeline_serving_scenario(tmp_path):
+    """examples/pipeline_serving: the Python serving pipeline as scenario roles, a stage replica
+    killed and restarted; every expectation of its scenario holds (mwchaos exits 0)."""
+    env = dict(os.environ)
+    # The scenario runs "python3": this interpreter, which has the package.
+    env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    scenario = ROOT / "examples" / "pipeline_serving" / "pipeline_serving.lua"
+    out = subprocess.run([mwchaos(), "run", "-o", str(tmp_path), str(scenario)],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS  pipeline serving" in out.stdout
+    assert "role frontend's requests keeps" in out.stdout

@@ -115,7 +115,10 @@ check_invalid env_without_program.lua 6 "roles.a.env: only a program role \(prog
 check_invalid program_cwd.lua 7 "roles.app.cwd: '$inv/no-such-directory' is not a directory"
 check_invalid program_traffic.lua 9 "traffic\[1\]: world 'w1' has program role 'app' as a member"
 check_invalid program_remove_world.lua 6 "remove_world: role 'app' runs a program; remove_world and add_world are commands to mw_worker"
-check_invalid program_failpoint.lua 6 "failpoint: role 'app' runs a program; failpoint faults on program roles are not supported yet"
+check_invalid program_failpoint.lua 6 "failpoint: role 'app' runs a program; POSIX failpoints .* need mw_worker's libfiu preload"
+check_invalid throughput_metric_worker.lua 7 "expect.throughput\[1\].role: role 'a' runs mw_worker; only a program role reports its own metrics"
+check_invalid throughput_metric_name.lua 7 "expect.throughput\[1\].metric: expected the name a program reports"
+check_invalid throughput_metric_and_world.lua 7 "expect.throughput\[1\]: give world .* or metric and role .*, not both"
 # Lua shortens long file names in its own messages; the harness gives the whole path back.
 long="$work/a-folder-whose-name-is-long-enough-that-lua-would-cut-it/and-deeper"
 mkdir -p "$long"

@@ -44,6 +44,10 @@ TEST_CASE("every worker line kind round-trips", "[harness][lines]") {
   auto j = std::get<JoinFail>(roundTrip(JoinFail{9, "w3", "timeout: no answer"}));
   CHECK(j.status == "timeout: no answer");
   CHECK(std::get<Error>(roundTrip(Error{"unavailable: no GPU"})).message == "unavailable: no GPU");
+  auto a = std::get<App>(roundTrip(App{10, "requests.ok", 0.1 + 0.2}));
+  CHECK(a.name == "requests.ok");
+  CHECK(a.value == 0.1 + 0.2);  // every bit of the double
+  CHECK(std::get<App>(roundTrip(App{11, "x", -1e300})).value == -1e300);
 }
 
 TEST_CASE("a line that is not the protocol names what is wrong", "[harness][lines]") {
@@ -59,7 +63,9 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[harness][line
         Case{"cpu 1 -", "cpu_ns '-'"}, Case{"cpu 1 99999999999999999999 0", "cpu_ns"},
         Case{"fifo", "missing path"}, Case{"hello world", "unknown kind 'hello'"},
         Case{"", "unknown kind ''"}, Case{"event 1 w1 exploded 1 - -1 x", "unknown kind 'exploded'"},
-        Case{"event 1 w1 broken 1 peer_exploded 2 x", "unknown cause 'peer_exploded'"}}) {
+        Case{"event 1 w1 broken 1 peer_exploded 2 x", "unknown cause 'peer_exploded'"},
+        Case{"app 1 requests", "missing value"}, Case{"app 1 requests many", "not a finite"},
+        Case{"app 1 requests nan", "not a finite"}, Case{"app 1 requests inf", "not a finite"}}) {
     auto r = parse(c.line);
     CAPTURE(c.line);
     REQUIRE_FALSE(r.ok());

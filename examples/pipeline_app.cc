@@ -1,0 +1,191 @@
+// pipeline_app: a small serving pipeline, the C++ example of a user's program that the chaos
+// harness runs as scenario roles (examples/pipeline_app.lua; docs/scenarios.md "Program roles").
+// Nothing in it knows about the harness: the runtime reports its worlds by itself, and the one
+// harness-aware line is mw::reportMetric("requests"), which is a no-op outside a harness.
+//
+//   pipeline_app frontend --world NAME,ADDR,PORT [--world ...] [--bytes N]
+//   pipeline_app stage    --world NAME,ADDR,PORT [--bytes N]
+//
+// Requests are N bytes of float32 (default 64 KiB; the front end and its stages must agree).
+// The front end is rank 0 of one two-member world per stage replica (it hosts their stores at
+// ADDR:PORT); each stage is rank 1 of its world. The front end sends each request to the next
+// replica whose world is healthy and waits for its answer (request * 2 + 1, checked); a replica
+// whose world breaks is skipped, and its world re-created under the same name in the background,
+// so that a restarted replica joins it again. A stage serves until its world breaks, then joins a
+// fresh one. SIGTERM or SIGINT ends either cleanly (exit 0). The store token comes from
+// MW_CHAOS_STORE_TOKEN when set (the harness sets it).
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multiworld/multiworld.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::atomic<bool> stopping{false};
+void onSignal(int) { stopping = true; }
+
+struct WorldArg {
+  std::string name, addr;
+  int port = 0;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "pipeline_app: %s\n"
+               "usage: pipeline_app frontend --world NAME,ADDR,PORT [--world ...] [--bytes N]\n"
+               "       pipeline_app stage --world NAME,ADDR,PORT [--bytes N]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+WorldArg parseWorld(const std::string& text) {
+  const size_t a = text.find(','), b = text.find(',', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos) usage("bad --world '" + text + "'");
+  WorldArg w{text.substr(0, a), text.substr(a + 1, b - a - 1), std::atoi(text.c_str() + b + 1)};
+  if (w.name.empty() || w.addr.empty() || w.port <= 0 || w.port > 65535) {
+    usage("bad --world '" + text + "' (want NAME,ADDR,PORT)");
+  }
+  return w;
+}
+
+mw::WorldOptions options(const WorldArg& w, int rank) {
+  mw::WorldOptions o;
+  o.name = w.name;
+  o.rank = rank;
+  o.size = 2;
+  o.store.host = w.addr;
+  o.store.port = static_cast<uint16_t>(w.port);
+  o.heartbeat_timeout = 500ms;
+  o.op_timeout = 10s;
+  if (const char* t = std::getenv("MW_CHAOS_STORE_TOKEN")) o.token = t;
+  return o;
+}
+
+// Joins (or re-joins) `o` until it works or the program stops; true once joined.
+bool join(mw::WorldManager& m, const mw::WorldOptions& o) {
+  while (!stopping) {
+    m.removeWorld(o.name).ignore();  // a broken generation, if any
+    if (m.initWorld(o, mw::deadlineIn(2s)).ok()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+// Waits for `w` in short slices so that a stop is seen; the stop removes the worlds (aborting w).
+mw::Status await(mw::Work w) {
+  for (;;) {
+    mw::Status s = w.wait(mw::deadlineIn(100ms));
+    if (s.code() != mw::Code::kTimeout || w.test()) return w.test() ? w.status() : s;
+    if (stopping) return mw::Status(mw::Code::kAborted, "stopping");
+  }
+}
+
+int frontend(const std::vector<WorldArg>& worlds, size_t bytes) {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  std::map<std::string, std::thread> joiners;  // a world being (re-)created
+  std::map<std::string, std::atomic<bool>> joined;  // keys fixed before any thread starts
+  for (const auto& w : worlds) joined[w.name] = false;
+  auto rejoin = [&](const WorldArg& w) {
+    if (auto it = joiners.find(w.name); it != joiners.end()) it->second.join();
+    joined.at(w.name) = false;
+    joiners[w.name] = std::thread([&, w] { joined.at(w.name) = join(m, options(w, 0)); });
+  };
+  for (const auto& w : worlds) rejoin(w);
+  const size_t n = std::max<size_t>(1, bytes / sizeof(float));
+  std::vector<float> req(n), resp(n);
+  long served = 0;
+  size_t next = 0;
+  while (!stopping) {
+    const WorldArg* target = nullptr;
+    for (size_t i = 0; i < worlds.size() && target == nullptr; ++i) {
+      const WorldArg& w = worlds[(next + i) % worlds.size()];
+      if (joined.at(w.name)) target = &w;
+    }
+    next = (next + 1) % worlds.size();
+    if (target == nullptr) {
+      std::this_thread::sleep_for(5ms);  // no replica up
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) req[i] = static_cast<float>((served + i) % 1000);
+    mw::Status s = await(c.isend(target->name, mw::Tensor::cpu(req.data(), n), 1));
+    if (s.ok()) s = await(c.irecv(target->name, mw::Tensor::cpu(resp.data(), n), 1));
+    if (s.ok()) {
+      for (size_t i = 0; i < n; ++i) {
+        if (resp[i] != req[i] * 2 + 1) {
+          std::fprintf(stderr, "pipeline_app: wrong answer from %s\n", target->name.c_str());
+          return 1;
+        }
+      }
+      ++served;
+      mw::reportMetric("requests").ignore();
+    } else if (!stopping) {
+      std::fprintf(stderr, "pipeline_app: %s failed (%s); re-creating it\n",
+                   target->name.c_str(), s.toString().c_str());
+      rejoin(*target);
+    }
+  }
+  for (auto& [name, t] : joiners) m.removeWorld(name).ignore();  // ends joins in progress
+  for (auto& [name, t] : joiners) t.join();
+  std::fprintf(stderr, "pipeline_app: frontend served %ld requests\n", served);
+  return 0;
+}
+
+int stage(const WorldArg& w, size_t bytes) {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  std::vector<float> buf(std::max<size_t>(1, bytes / sizeof(float)));
+  while (!stopping) {
+    if (!join(m, options(w, 1))) break;
+    for (;;) {  // serve this generation until it breaks
+      mw::Status s = await(c.irecv(w.name, mw::Tensor::cpu(buf.data(), buf.size()), 0));
+      if (s.ok()) {
+        for (float& x : buf) x = x * 2 + 1;  // the model
+        s = await(c.isend(w.name, mw::Tensor::cpu(buf.data(), buf.size()), 0));
+      }
+      if (!s.ok()) break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage("missing the role (frontend or stage)");
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  const std::string role = argv[1];
+  std::vector<WorldArg> worlds;
+  size_t bytes = 1 << 16;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--world" && i + 1 < argc) {
+      worlds.push_back(parseWorld(argv[++i]));
+    } else if (a == "--bytes" && i + 1 < argc) {
+      bytes = static_cast<size_t>(std::atol(argv[++i]));
+    } else {
+      usage("unknown argument '" + a + "'");
+    }
+  }
+  if (worlds.empty()) usage("no --world");
+  if (role == "frontend") return frontend(worlds, bytes);
+  if (role == "stage") {
+    if (worlds.size() != 1) usage("a stage is in one world");
+    return stage(worlds[0], bytes);
+  }
+  usage("unknown role '" + role + "'");
+}

@@ -1,0 +1,153 @@
+"""A small model-serving pipeline on multiworld_native: a front end streams requests (torch CPU
+tensors) through stage replicas, each replica in a world of its own with the front end.
+
+    python serve.py frontend --world s1 ADDR PORT --world s2 ADDR PORT
+    python serve.py stage --world s1 ADDR PORT
+
+Each stage replica runs a small model (a linear layer and a ReLU); the front end sends every
+request to the next replica whose world is healthy and checks the answer. A replica that dies
+breaks its world only: the front end goes on through the others and re-creates the broken world
+in the background under the same name, so that a restarted replica joins it again. SIGTERM or
+Ctrl-C ends either cleanly (exit 0).
+
+Nothing here knows about the chaos harness: run under `mwchaos` (pipeline_serving.lua), the
+runtime reports the worlds by itself, and `mw.report_metric("requests")` (a no-op elsewhere)
+gives the harness the front end's own throughput. The store token comes from
+MW_CHAOS_STORE_TOKEN when set (the harness sets it).
+"""
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+
+import torch
+
+import multiworld_native as mw
+
+FEATURES = 256
+BATCH = 16
+
+
+def model():
+    torch.manual_seed(0)  # every replica holds the same weights
+    layer = torch.nn.Linear(FEATURES, FEATURES)
+    layer.requires_grad_(False)
+    return lambda x: torch.relu(layer(x))
+
+
+def join(manager, world, rank, stop):
+    """Joins (or re-joins) `world` until it works or `stop` is set; True once joined."""
+    name, addr, port = world
+    token = os.environ.get("MW_CHAOS_STORE_TOKEN")
+    while not stop.is_set():
+        try:
+            manager.remove_world(name)  # a broken generation, if any
+        except mw.MultiworldError:
+            pass
+        try:
+            manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=2, token=token,
+                                     heartbeat_timeout=0.5, op_timeout=10)
+            return True
+        except (mw.MultiworldError, TimeoutError):
+            time.sleep(0.05)
+    return False
+
+
+def frontend(worlds, stop):
+    manager = mw.WorldManager()
+    comm = mw.Communicator(manager)
+    expected = model()
+    joined = {w[0]: threading.Event() for w in worlds}
+    joiners = {}
+
+    def rejoin(world):
+        name = world[0]
+        if name in joiners:
+            joiners[name].join()
+        joined[name].clear()
+
+        def body():
+            if join(manager, world, 0, stop):
+                joined[name].set()
+        joiners[name] = threading.Thread(target=body, daemon=True)
+        joiners[name].start()
+
+    for w in worlds:
+        rejoin(w)
+    request = torch.empty(BATCH, FEATURES)
+    answer = torch.empty(BATCH, FEATURES)
+    served, turn = 0, 0
+    while not stop.is_set():
+        ready = [w for w in worlds if joined[w[0]].is_set()]
+        if not ready:
+            time.sleep(0.005)
+            continue
+        world = ready[turn % len(ready)]
+        turn += 1
+        torch.manual_seed(served)
+        request.copy_(torch.randn(BATCH, FEATURES))
+        try:
+            comm.send(world[0], request, 1)
+            comm.recv(world[0], answer, 1)
+        except (mw.BrokenWorldError, mw.MultiworldError, TimeoutError) as e:
+            if stop.is_set():
+                break
+            print(f"serve.py: {world[0]} failed ({e}); re-creating it", file=sys.stderr)
+            rejoin(world)
+            continue
+        if not torch.allclose(answer, expected(request)):
+            print(f"serve.py: wrong answer from {world[0]}", file=sys.stderr)
+            return 1
+        served += 1
+        mw.report_metric("requests")
+    manager.close()  # ends the joins in progress too
+    print(f"serve.py: the front end served {served} requests", file=sys.stderr)
+    return 0
+
+
+def stage(world, stop):
+    manager = mw.WorldManager()
+    comm = mw.Communicator(manager)
+    run = model()
+    buf = torch.empty(BATCH, FEATURES)
+    while not stop.is_set():
+        if not join(manager, world, 1, stop):
+            break
+        while not stop.is_set():  # serve this generation until it breaks
+            try:
+                comm.recv(world[0], buf, 0)
+                buf.copy_(run(buf))
+                comm.send(world[0], buf, 0)
+            except (mw.BrokenWorldError, mw.MultiworldError, TimeoutError):
+                break
+    manager.close()
+    return 0
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("role", choices=("frontend", "stage"))
+    p.add_argument("--world", nargs=3, action="append", metavar=("NAME", "ADDR", "PORT"),
+                   required=True, help="a world: its name and its store's address and port")
+    a = p.parse_args(argv)
+    worlds = [(n, addr, int(port)) for n, addr, port in a.world]
+    if a.role == "stage" and len(worlds) != 1:
+        p.error("a stage replica is in one world")
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+        raise KeyboardInterrupt  # ends a blocking call of the main thread at once
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        return frontend(worlds, stop) if a.role == "frontend" else stage(worlds[0], stop)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
