@@ -125,6 +125,13 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
     ::signal(SIGPIPE, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    // The namespace first: its descriptor may be one of 0..3, which the dup2s below replace.
+    if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) {
+      const char msg[] = "mwchaos: cannot enter the simulated host's network namespace\n";
+      ssize_t w = ::write(err[1], msg, sizeof(msg) - 1);
+      (void)w;
+      ::_exit(126);
+    }
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
@@ -132,12 +139,6 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
       ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
     } else if (tel[1] >= 0) {
       ::dup2(tel[1], 3);
-    }
-    if (ns_fd >= 0 && ::setns(ns_fd, CLONE_NEWNET) != 0) {
-      const char msg[] = "mwchaos: cannot enter the simulated host's network namespace\n";
-      ssize_t w = ::write(2, msg, sizeof(msg) - 1);
-      (void)w;
-      ::_exit(126);
     }
     if (cwd != nullptr && ::chdir(cwd) != 0) {
       const char msg[] = "mwchaos: cannot enter the role's working directory\n";

@@ -298,7 +298,7 @@ void Run::removeFifoDir(Worker& w) {
 }
 
 void Run::waitReady() {
-  const auto until = deadlineIn(kStartupLimit);
+  const auto until = deadlineIn(s_.startup);
   for (;;) {
     pump(20);
     if (res_.outcome != RunOutcome::kCompleted) return;
@@ -321,11 +321,27 @@ void Run::waitReady() {
       return;
     }
     if (Clock::now() >= until) {
+      // Per role, the worlds it never reported joined (no "created" event from it).
       std::string missing;
       for (auto& [role, w] : workers_) {
-        if (!w.ready) missing += (missing.empty() ? "" : ", ") + role;
+        if (w.ready) continue;
+        std::string never;
+        for (const auto& [world, rank] : s_.roles.at(role).ranks) {
+          const bool joined = std::any_of(
+              res_.record.events.begin(), res_.record.events.end(), [&](const EventRec& e) {
+                return e.role == role && e.world == world && e.kind == EventKind::kCreated;
+              });
+          if (!joined) never += (never.empty() ? "" : ", ") + world;
+        }
+        missing += (missing.empty() ? "" : "; ") + role +
+                   (never.empty() ? " (joined its worlds but never said ready)"
+                                  : " (never joined " + never + ")");
       }
-      fail(RunOutcome::kHarnessError, "roles did not join their worlds within 60 s: " + missing);
+      const long long ms = s_.startup.count();
+      const std::string limit =
+          ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+      fail(RunOutcome::kHarnessError,
+           "roles did not join their worlds within " + limit + " (startup): " + missing);
       return;
     }
   }

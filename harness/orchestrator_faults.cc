@@ -142,8 +142,9 @@ Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
 Status Run::fifoCommand(Worker& w, FaultRec& f, const std::string& command) {
   if (w.fifo_unavailable) {
     return Status(Code::kUnavailable,
-                  "this build of the worker has no failpoints (configure with "
-                  "-DMW_WITH_FIU=ON and libfiu-dev)");
+                  std::string(w.program ? "the libmultiworld in role '" + w.role + "'s program"
+                                        : "this build of the worker") +
+                      " has no failpoints (configure with -DMW_WITH_FIU=ON and libfiu-dev)");
   }
   if (!w.fifo.isOpen()) {
     return Status(Code::kInvalidUsage, "role '" + w.role + "' has no failpoint fifo");

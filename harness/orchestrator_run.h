@@ -28,7 +28,6 @@ namespace mw::harness::orch {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-inline constexpr auto kStartupLimit = 60s;  // every worker joined
 inline constexpr auto kStopGrace = 5s;      // a worker told to stop has exited
 inline constexpr auto kFifoLimit = 5s;      // a worker's failpoint fifo answers
 inline constexpr auto kCommandLimit = 1s;   // one failpoint command answered

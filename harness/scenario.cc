@@ -300,7 +300,8 @@ std::string posixList() {
 std::string describeApi() {
   return R"(Scenario API (docs/scenarios.md has the whole reference)
 
-scenario { name, description, duration, warmup, seed, worlds, roles, traffic, timeline, expect }
+scenario { name, description, duration, warmup, startup, seed, worlds, roles, traffic, timeline,
+           expect }
 
 worlds   name = { backend = "gloo"|"nccl", heartbeat = "1s", op_timeout = "10s",
                   rejoin = false, start = true, size = n }

@@ -223,6 +223,7 @@ struct Scenario {
   std::string description;
   Ms duration{5000};
   Ms warmup{1000};
+  Ms startup{60000};  // every role ready (joined its worlds) within this, or the run ends
   uint64_t seed = 1;
   std::map<std::string, WorldSpec> worlds;
   std::map<std::string, RoleSpec> roles;

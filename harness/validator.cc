@@ -120,8 +120,8 @@ Scenario Validator::scenario(const LV& t) {
   const std::string w = t.whereTag(file_ + ":1");
   s.where = w;
   onlyFields(t, w, "",
-             {"name", "description", "duration", "warmup", "seed", "worlds", "roles", "traffic",
-              "timeline", "nemesis", "expect"});
+             {"name", "description", "duration", "warmup", "startup", "seed", "worlds", "roles",
+              "traffic", "timeline", "nemesis", "expect"});
   s.name = str(t.get("name"), w, "name").value_or("");
   if (s.name.empty()) error(w, "name: every scenario needs a name");
   s.description = str(t.get("description"), w, "description").value_or("");
@@ -133,6 +133,10 @@ Scenario Validator::scenario(const LV& t) {
   }
   if (opts_.duration) s.duration = *opts_.duration;
   if (s.warmup >= s.duration) error(w, "warmup: must be shorter than the duration");
+  s.startup = duration(t.get("startup"), w, "startup").value_or(Ms(60000));
+  if (s.startup < Ms(100) || s.startup > Ms(3600 * 1000)) {
+    error(w, "startup: must be between 100ms and 1h");
+  }
   if (auto seed = num(t.get("seed"), w, "seed")) {
     if (*seed < 0 || *seed != std::floor(*seed)) error(w, "seed: expected a whole number >= 0");
     s.seed = static_cast<uint64_t>(*seed);

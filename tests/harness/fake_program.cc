@@ -8,6 +8,10 @@
 // Options:
 //   --exit-before-ready N   print a line to stderr and exit N before writing `ready`
 //   --child                 start a child process (in its group) that sleeps until killed
+//   --never-ready           never write `ready` (a program that never joins its worlds): sleep
+//                           until SIGTERM
+//   --no-failpoints         when MW_FAILPOINT_FIFO asks for failpoints, answer `fifo -` first,
+//                           as the runtime of a release build without failpoints does
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +53,7 @@ bool emit(int fd, const mw::chaos::lines::Line& l) {
 
 int main(int argc, char** argv) {
   int exit_early = -1;
-  bool child = false;
+  bool child = false, never_ready = false, no_failpoints = false;
   std::printf("fake: argv");
   for (int i = 0; i < argc; ++i) std::printf(" [%s]", argv[i]);
   std::printf("\n");
@@ -58,6 +62,10 @@ int main(int argc, char** argv) {
       exit_early = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--child") == 0) {
       child = true;
+    } else if (std::strcmp(argv[i], "--never-ready") == 0) {
+      never_ready = true;
+    } else if (std::strcmp(argv[i], "--no-failpoints") == 0) {
+      no_failpoints = true;
     }
   }
   char cwd[4096] = "";
@@ -84,6 +92,13 @@ int main(int argc, char** argv) {
   if (child && ::fork() == 0) {
     ::close(fd);
     for (;;) ::pause();
+  }
+  if (no_failpoints && *var("MW_FAILPOINT_FIFO") != '\0') {
+    if (!emit(fd, mw::chaos::lines::Fifo{})) return 2;
+  }
+  if (never_ready) {
+    while (g_stop == 0) ::pause();
+    return 0;
   }
   if (!emit(fd, mw::chaos::lines::Ready{nowNs()})) return 2;
   int64_t bytes = 0;

@@ -76,6 +76,28 @@ grep -q "role 'app' exited 3 before it joined its worlds: stderr: fake: exiting 
   fail "program_exits_early.lua: no error naming the role; output: $out"
 [ $(($(date +%s) - start)) -le 10 ] || fail "program_exits_early.lua took over 10 s"
 
+# A program that never joins its world: the startup limit (1 s here) ends the run with an error
+# naming the role and the world; its process and its child are gone.
+start=$(date +%s)
+out=$(timeout -s KILL 30 "$mwchaos" run -q -o "$work/out" "$fix/program_never_joins.lua" 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "program_never_joins.lua: exit $rc, expected 1; output: $out"
+grep -q "roles did not join their worlds within 1 s (startup): app (never joined w1)" <<<"$out" ||
+  fail "program_never_joins.lua: no error naming the role and world; output: $out"
+[ $(($(date +%s) - start)) -le 10 ] || fail "program_never_joins.lua took over 10 s"
+
+# A failpoint fault on a program whose runtime has no failpoints (it answers "fifo -"): skipped,
+# and the report says why.
+out=$(timeout -s KILL 30 "$mwchaos" run -q -o "$work/out" "$fix/program_no_failpoints.lua" 2>&1)
+rc=$?
+[ "$rc" = 0 ] || fail "program_no_failpoints.lua: exit $rc, expected 0; output: $out"
+python3 - "$work/out/program_no_failpoints/report.json" <<'PY' || fail "program_no_failpoints.lua: fault not reported as skipped"
+import json, sys
+faults = json.load(open(sys.argv[1]))["run"]["faults"]
+outcome = faults[0]["outcome"]
+sys.exit(0 if len(faults) == 1 and outcome.startswith("skipped: the libmultiworld in role 'app'") else 1)
+PY
+
 # No process of the fake is left.
 pgrep -f "$work/bin/mw_fake_program" >/dev/null && fail "a mw_fake_program process remains"
 
