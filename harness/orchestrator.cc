@@ -323,10 +323,12 @@ void Run::waitReady() {
     if (Clock::now() >= until) {
       // Per role, the worlds it never reported joined (no "created" event from it).
       std::string missing;
-      for (auto& [role, w] : workers_) {
+      for (auto& [role_name, w] : workers_) {
         if (w.ready) continue;
+        const std::string& role = role_name;  // (clang cannot capture a structured binding)
         std::string never;
-        for (const auto& [world, rank] : s_.roles.at(role).ranks) {
+        for (const auto& member : s_.roles.at(role).ranks) {
+          const std::string& world = member.first;
           const bool joined = std::any_of(
               res_.record.events.begin(), res_.record.events.end(), [&](const EventRec& e) {
                 return e.role == role && e.world == world && e.kind == EventKind::kCreated;
