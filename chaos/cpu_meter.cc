@@ -12,9 +12,9 @@ namespace mw::chaos {
 
 namespace {
 
-// The thread count of this process (/proc/self/stat's 20th field), or -1.
-long threadCount() {
-  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+// The thread count of the process at `proc` (its stat's 20th field), or -1.
+long threadCount(const std::string& proc) {
+  int fd = ::open((proc + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   char buf[1024];
   ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
@@ -40,15 +40,14 @@ CpuMeter::~CpuMeter() {
 }
 
 void CpuMeter::discover() {
-  DIR* dir = ::opendir("/proc/self/task");
+  DIR* dir = ::opendir((proc_ + "/task").c_str());
   if (dir == nullptr) return;
   while (dirent* e = ::readdir(dir)) {
     char* end = nullptr;
     const long tid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || threads_.count(tid)) continue;
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    const std::string path = proc_ + "/task/" + std::to_string(tid) + "/schedstat";
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) threads_[tid] = {fd, 0, 0};
   }
   ::closedir(dir);
@@ -58,7 +57,7 @@ CpuMeter::Delta CpuMeter::sample() {
   Delta d;
   // The task list is read only when the thread count changed; each thread's file stays open and
   // is read again from its start (one pread per thread and window, no path lookups).
-  const long count = threadCount();
+  const long count = threadCount(proc_);
   if (count != known_threads_) {
     discover();
     known_threads_ = count;

@@ -1,6 +1,7 @@
-// CpuMeter: how much CPU this process's threads got, and how long they waited for one, from the
-// kernel's per-thread scheduler statistics (/proc/self/task/<tid>/schedstat: time on a CPU, time
-// runnable on a run queue). The chaos worker reports both for each metrics window, so that a
+// CpuMeter: how much CPU a process's threads got, and how long they waited for one, from the
+// kernel's per-thread scheduler statistics (/proc/<pid>/task/<tid>/schedstat: time on a CPU, time
+// runnable on a run queue). The chaos worker reports both for each metrics window about itself,
+// and the harness measures a program role's process from outside the same way, so that a
 // throughput verdict can tell a survivor slowed by a fault from one starved by the machine.
 //
 // Thread rules: one thread calls sample(); the object is not shared.
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 
 namespace mw::chaos {
 
@@ -19,12 +21,16 @@ class CpuMeter {
     bool available = true;  // false: the kernel gives no schedstat (then both are 0)
   };
 
-  // The CPU and wait time of this process's threads since the previous call (since construction
+  // The CPU and wait time of the process's threads since the previous call (since construction
   // for the first). Threads that ended between two calls lose their last part; threads that began
-  // count from their start.
+  // count from their start. A process that is gone gives zeros.
   Delta sample();
 
-  CpuMeter() { sample(); }
+  // Meters process `pid` (this process when 0).
+  explicit CpuMeter(int pid = 0)
+      : proc_(pid == 0 ? std::string("/proc/self") : "/proc/" + std::to_string(pid)) {
+    sample();
+  }
   ~CpuMeter();
   CpuMeter(const CpuMeter&) = delete;
   CpuMeter& operator=(const CpuMeter&) = delete;
@@ -35,6 +41,7 @@ class CpuMeter {
     int64_t cpu = 0, wait = 0;
   };
   void discover();                  // opens the schedstat of threads not yet known
+  const std::string proc_;          // "/proc/self" or "/proc/<pid>"
   std::map<long, Thread> threads_;  // tid -> its file and counters at the previous sample
   long known_threads_ = -2;
 };

@@ -255,6 +255,8 @@ bool Run::start(const std::string& role) {
     return false;
   }
   w.proc = std::move(*p);
+  w.cpu.reset();
+  if (w.program) w.cpu = std::make_unique<chaos::CpuMeter>(w.proc->pid());
   w.ready = false;
   w.out_eof = w.err_eof = false;
   w.tel_eof = !w.program;

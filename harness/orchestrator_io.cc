@@ -216,6 +216,13 @@ void Run::sampleMachine() {
   const long long now = nowNs();
   if (now < next_machine_ns_) return;
   next_machine_ns_ = now + 100000000LL;
+  // Program roles write no `cpu` lines: their processes are metered here, in the same windows.
+  for (auto& [role, w] : workers_) {
+    if (!w.cpu || !w.proc || w.proc->reaped()) continue;
+    const chaos::CpuMeter::Delta d = w.cpu->sample();
+    if (!d.available) continue;
+    take(w, chaos::lines::Cpu{now, d.cpu_ns, d.wait_ns});
+  }
   const double busy = chaos::machineBusySeconds();
   if (busy < 0) return;
   if (machine_base_ < 0) machine_base_ = busy;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "chaos/cpu_meter.h"
 #include "chaos/fifo_control.h"
 #include "chaos/netsim.h"
 #include "chaos/process.h"
@@ -54,6 +55,8 @@ struct Worker {
   std::string err_tail;
   std::string out_tail;  // a program role's stdout: logs, never parsed
   bool program = false;  // a program role: lines come from its telemetry pipe (fd 3)
+  // A program's CPU, metered from outside (a worker reports its own `cpu` lines).
+  std::unique_ptr<chaos::CpuMeter> cpu;
   bool ready = false;
   bool fifo_wanted = false;
   bool fifo_unavailable = false;

@@ -58,6 +58,9 @@ want(re.search(r"cwd=/\S*tests/harness/fixtures", tail), "cwd is the scenario's 
 series = run.get("series", {})
 want("app1" in series.get("w1", {}) and "app2" in series.get("w2", {}),
      "metrics collected from the telemetry pipe: %r" % list(series))
+cpu = run.get("cpu", {})
+want(all(len(cpu.get(r, {}).get("t_s", [])) >= 5 for r in ("app1", "app2")),
+     "the programs' CPU metered from outside every 100 ms: %r" % {k: len(v.get("t_s", [])) for k, v in cpu.items()})
 kinds = [f["outcome"] for f in run["faults"]]
 want(kinds == ["ok"] * 4, "every fault delivered: %r" % kinds)
 want(run.get("leftover_processes", 0) == 0, "no process left")
