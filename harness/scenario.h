@@ -52,7 +52,8 @@ struct RoleSpec {
 // The variables the harness gives a program role's process itself (a role's env may not set them):
 // the telemetry pipe's fd, the worlds it reports, the role's name and the run's store token.
 inline constexpr std::string_view kHarnessVariables[] = {
-    "MW_TELEMETRY_FD", "MW_TELEMETRY_WORLDS", "MW_CHAOS_ROLE", "MW_CHAOS_STORE_TOKEN"};
+    "MW_TELEMETRY_FD",   "MW_TELEMETRY_WORLDS", "MW_CHAOS_ROLE", "MW_CHAOS_STORE_TOKEN",
+    "MW_FAILPOINT_FIFO", "MW_FAILPOINT_SEED"};
 
 // What a program role's placeholders stand for in a run: each world's store address and port.
 struct StoreAddress {
