@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -218,4 +219,46 @@ TEST_CASE("reportMetric refuses names and amounts the protocol cannot carry",
   CHECK(mw::reportMetric(std::string(64, 'x'), 1).ok());
   CHECK(mw::reportMetric("nan", std::nan("")).message().find("not finite") != std::string::npos);
   CHECK(mw::reportMetric("inf", 1.0 / 0.0).code() == mw::Code::kInvalidArgument);
+}
+
+TEST_CASE("metrics and counters from many threads add up exactly while windows are taken",
+          "[runtime][telemetry]") {
+  Channel ch("busy");
+  constexpr int kThreads = 4, kOps = 300, kReports = 2000;
+  {
+    mw::WorldManager m;
+    mw::Communicator c(m);
+    REQUIRE(m.initWorld(oneRank("busy"), mw::deadlineIn(scaled(10000))).ok());
+    std::atomic<int> failures{0};  // Catch2 assertions are for the test's own thread
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        std::vector<int32_t> v(64, 1);  // 256 bytes
+        for (int i = 0; i < kOps; ++i) {
+          // A world of one member: the threads' collectives may interleave in any order.
+          if (!c.allReduce("busy", mw::Tensor::cpu(v.data(), v.size())).wait().ok()) ++failures;
+        }
+        for (int i = 0; i < kReports; ++i) {
+          if (!mw::reportMetric("hits").ok()) ++failures;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(failures == 0);
+    std::this_thread::sleep_for(150ms);  // at least one window closes after the work
+  }
+  long long bytes = 0, ops = 0;
+  double hits = 0;
+  for (const auto& l : ch.lines()) {
+    auto w = words(l);
+    if (w[0] == "metrics" && w[2] == "busy") {
+      bytes += std::stoll(w[4]);
+      ops += std::stoll(w[5]);
+    } else if (w[0] == "app" && w[2] == "hits") {
+      hits += std::stod(w[3]);
+    }
+  }
+  CHECK(ops == kThreads * kOps);
+  CHECK(bytes == kThreads * kOps * 256LL);
+  CHECK(hits == kThreads * kReports);
 }
