@@ -265,7 +265,8 @@ void CUDART_CB sleepOnStream(void* ms) {
 
 // Queues, on `stream`, a 500 ms hold and then a fill of `buf` with byte `value`.
 void slowFill(DeviceBuf<float>& buf, int value, cudaStream_t stream) {
-  REQUIRE(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void*>(uintptr_t{500})) ==
+  const auto hold = static_cast<uintptr_t>(scaled(500).count());  // sanitizers: longer
+  REQUIRE(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void*>(hold)) ==
           cudaSuccess);
   REQUIRE(cudaMemsetAsync(buf.p, value, sizeof(float) * buf.n, stream) == cudaSuccess);
 }
@@ -298,7 +299,7 @@ TEST_CASE("an operation on CUDA tensors starts after the caller's stream and com
     mw::CudaStreamScope scope(mine);
     auto t0 = mw::Clock::now();
     w = c.allGather("ordered", in.tensor(), out.tensor());
-    CHECK(mw::Clock::now() - t0 < 400ms);  // submission does not wait for the stream
+    CHECK(mw::Clock::now() - t0 < scaled(400));  // submission does not wait for the stream
   }
   CHECK_FALSE(w.test());  // output side: not complete while the GPU has not run it
   REQUIRE(w.wait(mw::deadlineIn(30s)).ok());
