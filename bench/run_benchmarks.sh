@@ -54,4 +54,5 @@ run detection detection "${MW_BENCH_DETECTION_FLAGS:-}"
 run creation creation "${MW_BENCH_CREATION_FLAGS:-}"
 run latency latency "${MW_BENCH_LATENCY_FLAGS:-}"
 run overhead overhead "${MW_BENCH_OVERHEAD_FLAGS:-}"
+run telemetry telemetry "${MW_BENCH_TELEMETRY_FLAGS:-}"
 exit $status

@@ -12,13 +12,6 @@ namespace mw::chaos::lines {
 
 namespace {
 
-std::string oneLine(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
 // The words of `line`, at most `max` of them: the last one holds the rest of the line.
 std::vector<std::string_view> words(std::string_view line, size_t max) {
   std::vector<std::string_view> out;
@@ -111,7 +104,7 @@ std::string format(const Line& line) {
           },
           [&](const Cpu& l) { return "cpu " + n(l.t_ns) + " " + n(l.cpu_ns) + " " + n(l.wait_ns); },
           [&](const JoinFail& l) {
-            return "joinfail " + n(l.t_ns) + " " + l.world + " " + oneLine(l.status);
+            return "joinfail " + n(l.t_ns) + " " + l.world + " " + detail::telemetry_lines::oneLine(l.status);
           },
           [](const Error& l) { return detail::telemetry_lines::error(l.message); },
           [](const App& l) { return detail::telemetry_lines::app(l.t_ns, l.name, l.value); },

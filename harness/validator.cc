@@ -16,6 +16,7 @@
 #include "chaos/posix_points.h"
 #include "harness/fault_names.h"
 #include "harness/nemesis.h"
+#include "multiworld/telemetry.h"
 
 namespace mw::harness::loader {
 
@@ -550,12 +551,7 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
           error(tw, p + ": give world (its bytes) or metric and role (a program's own metric), "
                         "not both");
         }
-        const bool word = !ts.metric.empty() && ts.metric.size() <= 64 &&
-                          std::all_of(ts.metric.begin(), ts.metric.end(), [](char c) {
-                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-                                   c == '.' || c == '-';
-                          });
-        if (!word) {
+        if (!mw::checkMetricName(ts.metric).ok()) {
           error(tw, p + ".metric: expected the name a program reports (1 to 64 characters of "
                         "A-Z a-z 0-9 _ . -), got \"" + ts.metric + "\"");
         }

@@ -67,9 +67,10 @@ int tagFrom(int64_t tag) {
 void* streamFrom(nb::handle stream, const Borrowed& b) {
   if (stream.is_none()) {
     if (b.cuda_device < 0) return nullptr;
-    nb::object modules = nb::module_::import_("sys").attr("modules");
-    nb::object torch = modules.attr("get")("torch");
-    if (torch.is_none()) return nullptr;
+    // torch only when the program imported it (a dictionary lookup, no import per operation).
+    PyObject* torch_ptr = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+    if (torch_ptr == nullptr) return nullptr;
+    nb::handle torch(torch_ptr);
     stream = torch.attr("cuda").attr("current_stream")(b.cuda_device).attr("cuda_stream");
     return reinterpret_cast<void*>(nb::cast<uintptr_t>(stream));
   }

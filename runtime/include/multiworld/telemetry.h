@@ -20,4 +20,8 @@ namespace mw {
 // Thread rules: any thread; never blocks on I/O (a mutex around a small map).
 Status reportMetric(std::string_view name, double amount = 1.0);
 
+// The check reportMetric makes of `name` (1 to 64 characters of A-Z a-z 0-9 _ . -), for tools
+// that take metric names (mwchaos's throughput_kept). kInvalidArgument saying what is wrong.
+Status checkMetricName(std::string_view name);
+
 }  // namespace mw

@@ -38,14 +38,15 @@ TrafficCounters::Window TrafficCounters::take() {
 namespace telemetry_lines {
 
 namespace {
+std::string n(int64_t v) { return std::to_string(v); }
+}  // namespace
+
 std::string oneLine(std::string s) {
   for (char& c : s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
   return s;
 }
-std::string n(int64_t v) { return std::to_string(v); }
-}  // namespace
 
 std::string fifo(const std::string& path) { return "fifo " + (path.empty() ? "-" : path); }
 
@@ -240,22 +241,31 @@ void Telemetry::report(Clock::time_point window_end) {
 
 namespace mw {
 
-Status reportMetric(std::string_view name, double amount) {
-  auto bad = [&](const std::string& why) {
-    return Status(Code::kInvalidArgument, "reportMetric: " + why);
-  };
+Status checkMetricName(std::string_view name) {
   if (name.empty() || name.size() > 64) {
-    return bad("name must have 1 to 64 characters, not " + std::to_string(name.size()));
+    return Status(Code::kInvalidArgument,
+                  "name must have 1 to 64 characters, not " + std::to_string(name.size()));
   }
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '.' || c == '-';
     if (!ok) {
-      return bad("name '" + std::string(name) +
-                 "' may hold only the characters A-Z a-z 0-9 _ . - (one word)");
+      return Status(Code::kInvalidArgument,
+                    "name '" + std::string(name) +
+                        "' may hold only the characters A-Z a-z 0-9 _ . - (one word)");
     }
   }
-  if (!std::isfinite(amount)) return bad("amount for '" + std::string(name) + "' is not finite");
+  return Status::Ok();
+}
+
+Status reportMetric(std::string_view name, double amount) {
+  if (Status s = checkMetricName(name); !s.ok()) {
+    return Status(Code::kInvalidArgument, "reportMetric: " + s.message());
+  }
+  if (!std::isfinite(amount)) {
+    return Status(Code::kInvalidArgument,
+                  "reportMetric: amount for '" + std::string(name) + "' is not finite");
+  }
   detail::AppMetrics& app = detail::appMetrics();
   if (app.channels.load(std::memory_order_relaxed) == 0) return Status::Ok();
   std::lock_guard lock(app.mu);

@@ -54,6 +54,8 @@ struct TrafficCounters {
 // The protocol's lines (chaos/worker_lines.h defines their grammar and parses them; its format()
 // writes these kinds through the functions here, so there is one writer of each).
 namespace telemetry_lines {
+// `s` with its newlines replaced by spaces: a free-text field never splits a line.
+std::string oneLine(std::string s);
 std::string fifo(const std::string& path);  // "" for "-"
 std::string error(const std::string& message);
 std::string ready(int64_t t_ns);
