@@ -19,6 +19,26 @@ namespace mwpy {
 
 namespace nb = nanobind;
 
+// Releases the GIL for its lifetime, like nb::gil_scoped_release, but a thread that comes back
+// while the interpreter is finalizing (a daemon thread inside a call when the program exits:
+// sys.exit, the end of main, Ctrl-C) never takes the GIL again and stays parked until the process
+// ends. Python 3.11-3.13 end such a thread with pthread_exit, whose unwinding through a
+// destructor is std::terminate: the program aborted (SIGABRT, exit 134) instead of exiting with
+// its own status. Python 3.14 parks such threads itself. Use this instead of
+// nb::gil_scoped_release in every call that can block. GIL held on construction.
+class GilRelease {
+ public:
+  GilRelease() : state_(PyEval_SaveThread()) {}
+  ~GilRelease() { reacquireOrPark(state_); }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  // Takes the GIL back, or parks this thread for good when the interpreter is finalizing.
+  static void reacquireOrPark(PyThreadState* state) noexcept;
+  PyThreadState* state_;
+};
+
 // The deadline `timeout` seconds from now: None is never; 0 or negative is already past.
 // Raises ValueError for NaN.
 mw::Deadline deadlineFrom(std::optional<double> timeout);
@@ -67,6 +87,9 @@ mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interrupt
 
 // Whether this is Python's main thread, the one that runs signal handlers (GIL held).
 bool onMainThread();
+// The main thread's identifier (PyThread_get_thread_ident). GIL held on the first call (the
+// module's initialization makes it); any thread after that.
+unsigned long mainThreadIdent();
 
 // The one waiting loop of the binding's blocking calls: calls `attempt(slice)` with the GIL
 // released, where `slice` is `deadline` or 200 ms from now if sooner, until it returns true (done)
@@ -79,7 +102,7 @@ bool waitInSlices(mw::Deadline deadline, Attempt&& attempt) {
     const mw::Deadline slice = std::min(deadline, mw::deadlineIn(std::chrono::milliseconds(200)));
     bool done = false;
     {
-      nb::gil_scoped_release release;
+      GilRelease release;
       done = attempt(slice);
     }
     if (done || mw::Clock::now() >= deadline) return done;

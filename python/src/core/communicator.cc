@@ -107,7 +107,7 @@ nb::object run(Borrowed&& b, nb::handle stream, bool async_op, bool interruptibl
   void* cuda_stream = streamFrom(stream, b);
   mw::Work w;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     mw::CudaStreamScope scope(cuda_stream);
     w = submit();
   }
@@ -386,7 +386,7 @@ void bindCommunicator(nb::module_& m) {
         }
         mw::Status s;
         {
-          nb::gil_scoped_release release;
+          GilRelease release;
           for (int64_t i = 0; i < iters && s.ok(); ++i) s = call();
         }
         check(s);

@@ -129,15 +129,17 @@ mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep) {
   return *t;
 }
 
-bool onMainThread() {
+unsigned long mainThreadIdent() {
   static const unsigned long main_ident = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
-  return PyThread_get_thread_ident() == main_ident;
+  return main_ident;
 }
+
+bool onMainThread() { return PyThread_get_thread_ident() == mainThreadIdent(); }
 
 mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible) {
   if (!interruptible || !onMainThread()) {
-    nb::gil_scoped_release release;
+    GilRelease release;
     return w.wait(deadline);
   }
   mw::Status s;

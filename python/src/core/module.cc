@@ -1,5 +1,8 @@
 // multiworld_native._core: WorldManager, world info, events and the module itself.
 #include <Python.h>
+#include <unistd.h>
+
+#include <cxxabi.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -13,18 +16,42 @@
 
 namespace mwpy {
 
+namespace {
+
+bool interpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+[[noreturn]] void parkForever() {
+  for (;;) ::pause();
+}
+
+}  // namespace
+
+void GilRelease::reacquireOrPark(PyThreadState* state) noexcept {
+  // Checked first (the flag is an atomic, readable without the GIL) so that the common case
+  // never starts an unwind; the catch is for a thread that began waiting for the GIL just
+  // before finalization started and is then ended by PyEval_RestoreThread's pthread_exit.
+  // The main thread is the one finalizing (it exits normally): only other threads park.
+  if (interpreterFinalizing() && PyThread_get_thread_ident() != mainThreadIdent()) parkForever();
+  try {
+    PyEval_RestoreThread(state);
+  } catch (abi::__forced_unwind&) {
+    parkForever();  // never rethrown: the unwind would reach a noexcept frame and terminate
+  }
+}
+
 PyManager::PyManager() : manager(std::make_unique<mw::WorldManager>()) {}
 
 PyManager::~PyManager() {
   // ~WorldManager joins the runtime's threads, none of which needs the GIL; while the interpreter
   // is finalizing the GIL is kept (other threads may no longer take it).
-#if PY_VERSION_HEX >= 0x030D0000
-  const bool finalizing = Py_IsFinalizing();
-#else
-  const bool finalizing = _Py_IsFinalizing();
-#endif
-  if (Py_IsInitialized() && !finalizing) {
-    nb::gil_scoped_release release;
+  if (Py_IsInitialized() && !interpreterFinalizing()) {
+    GilRelease release;
     manager.reset();
   } else {
     manager.reset();
@@ -195,14 +222,14 @@ void bindManager(nb::module_& m) {
             if (async_op) {
               mw::Work w;
               {
-                nb::gil_scoped_release release;
+                GilRelease release;
                 w = self.get().initWorldAsync(o, deadline);
               }
               return makeWork(std::move(w), Borrowed{}, /*interruptible=*/true);
             }
             mw::Status s;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               s = self.get().initWorld(o, deadline);
             }
             check(s);
@@ -222,7 +249,7 @@ void bindManager(nb::module_& m) {
           [](PyManager& self, const std::string& name) {
             mw::Status s;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               s = self.get().removeWorld(name);
             }
             check(s);
@@ -231,7 +258,7 @@ void bindManager(nb::module_& m) {
       // Contract: every world not yet removed, in name order (never blocks for long).
       .def("worlds",
            [](PyManager& self) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              return self.get().worlds();
            })
       // Contract: one world's info; MultiworldError code 'not_found' for an unknown name.
@@ -240,7 +267,7 @@ void bindManager(nb::module_& m) {
           [](PyManager& self, const std::string& name) {
             mw::Result<mw::WorldInfo> r = mw::Status(mw::Code::kInvalidUsage, "unset");
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               r = self.get().world(name);
             }
             check(r.status());
@@ -256,7 +283,7 @@ void bindManager(nb::module_& m) {
             const mw::Deadline deadline = deadlineFrom(timeout);
             mw::Result<uint16_t> r = mw::Status(mw::Code::kInvalidUsage, "unset");
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               r = self.get().storePort(name, deadline);
             }
             check(r.status());
@@ -271,12 +298,12 @@ void bindManager(nb::module_& m) {
       // Contract: removes every world (GIL released); the manager stays usable.
       .def("close",
            [](PyManager& self) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              for (const auto& w : self.get().worlds()) self.get().removeWorld(w.name).ignore();
            })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PyManager& self, nb::args) {
-        nb::gil_scoped_release release;
+        GilRelease release;
         for (const auto& w : self.get().worlds()) self.get().removeWorld(w.name).ignore();
       });
 }
@@ -287,6 +314,7 @@ namespace nb = nanobind;
 
 NB_MODULE(_core, m) {
   m.doc() = "libmultiworld, natively: the thin nanobind layer under multiworld_native.";
+  mwpy::mainThreadIdent();  // known before any thread may need it without the GIL
   mwpy::bindManager(m);
   mwpy::bindCommunicator(m);
   m.def("_parked_count", &mwpy::parkedCount,
