@@ -142,6 +142,12 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
   for (const auto& h : r.harness_errors) {
     out.push_back({"the harness ran the scenario", "", VerdictStatus::kError, "", "", h, s.where, {}});
   }
+  // No verdict may see a window at the wrong time: a record whose series go back is the harness's
+  // error, never evidence.
+  if (std::string back = timeOrderError(r); !back.empty()) {
+    out.push_back({"the harness ran the scenario", "", VerdictStatus::kError, "", "",
+                   "the record goes back in time: " + back, s.where, {}});
+  }
 
   // Which worlds broke, and when first.
   std::map<std::string, const EventRec*> broke;

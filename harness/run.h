@@ -138,6 +138,17 @@ struct RunRecord {
     const double end = duration > 0 ? std::min(elapsed, duration) : elapsed;
     return t >= 0 && t <= end;
   }
+
+  // Moves time zero `seconds` later: every time recorded so far (events, windows, CPU and machine
+  // samples, faults) is made relative to the new zero. What was recorded before the new zero (a
+  // program's windows and events while the others were still joining) gets negative times, outside
+  // inRun(), so every series stays in time order.
+  void shiftTimes(double seconds);
 };
+
+// The first place where a series of the record goes back in time: "windows of world W at role R:
+// window i at t=a s after t=b s" (the same for CPU and machine samples), or "" when none does.
+// The report writer refuses a record where this is not "" (reports/report.h).
+std::string timeOrderError(const RunRecord& r);
 
 }  // namespace mw::harness

@@ -168,5 +168,51 @@ TEST_CASE("a break after the planned duration is not judged", "[harness][expecta
   CHECK_FALSE(r.inRun(4.003));
 }
 
+TEST_CASE("a record whose series goes back in time is the harness's error, never evidence",
+          "[harness][expectations]") {
+  auto s = load(threeMembers(R"(kill("c"))", R"(broken = { "w2" })"));
+  auto r = runWith("kill", "c", {broken(1.010, "leader", "w2")});
+  WindowRec a, b;
+  a.t = 0.1;
+  b.t = 0.2;
+  r.windows["w1"]["a"] = {a, b};
+  CHECK(timeOrderError(r).empty());
+  r.windows["w1"]["a"] = {b, a};  // what a program role's series looked like before shiftTimes
+  CHECK_THAT(timeOrderError(r), Catch::Contains("series 'w1' of role 'a'") &&
+                                    Catch::Contains("sample 1 at t=0.100 s comes after t=0.200 s"));
+  const auto all = evaluate(s.scenario, r);
+  const auto& v = find(all, "the harness ran the scenario");
+  CHECK(v.status == VerdictStatus::kError);
+  CHECK_THAT(v.message, Catch::Contains("goes back in time"));
+}
+
+TEST_CASE("shiftTimes moves time zero and keeps every series in order", "[harness][expectations]") {
+  // Seen in a report: a program role's first window, taken while the others still joined, was
+  // recorded at 1.205 s from the old zero, then 0.077 s from the new one.
+  RunRecord r;
+  WindowRec early, late;
+  early.t = 1.205;
+  r.windows["t1"]["router"] = {early};
+  r.cpu["router"] = {{1.1, 0.01, 0}};
+  r.machine = {{1.2, 0.5}};
+  EventRec created;
+  created.t = 1.0;
+  r.events = {created};
+  FaultRec never;
+  never.planned = 2.0;
+  r.faults = {never};
+  r.shiftTimes(1.25);
+  late.t = 0.077;
+  r.windows["t1"]["router"].push_back(late);
+  CHECK(r.windows["t1"]["router"][0].t == Approx(-0.045));
+  CHECK(r.events[0].t == Approx(-0.25));
+  CHECK(r.cpu["router"][0].t == Approx(-0.15));
+  CHECK(r.machine[0].t == Approx(-0.05));
+  CHECK(r.faults[0].planned == 2.0);  // planned from the new zero
+  CHECK(r.faults[0].sent == -1);      // never sent stays never sent
+  CHECK(timeOrderError(r).empty());
+  CHECK_FALSE(r.inRun(r.windows["t1"]["router"][0].t));
+}
+
 }  // namespace
 }  // namespace mw::harness
