@@ -112,6 +112,10 @@ std::string format(const Line& line) {
       line);
 }
 
+std::string optionsText(const WorldOptions& o) {
+  return mw::detail::telemetry_lines::optionsText(o);
+}
+
 Result<Line> parse(std::string_view line) {
   const size_t sp = line.find(' ');
   const std::string_view kind = line.substr(0, sp);

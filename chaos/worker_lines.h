@@ -9,6 +9,7 @@
 //   fifo <path>|-                       failpoint control fifo, or "-": no failpoints compiled in
 //   ready <t>                           every world joined
 //   event <t> <world> <kind> <generation> <cause>|- <peer> <detail...>
+//                                       (a program's `created` detail: optionsText)
 //   metrics <t> <world> <generation> <bytes> <ops> <latency_sum_ns> <latency_max_ns>
 //   cpu <t> <cpu_ns> <wait_ns>          the worker process's CPU time and run-queue wait (summed
 //                                       over its threads) during the window that ends at t
@@ -75,6 +76,10 @@ using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error, App
 // The line for `l`, without its newline. Free-text fields have their newlines replaced by spaces;
 // a name field (world) must be one word without spaces (the scenario validator's name rule).
 std::string format(const Line& l);
+
+// The detail of a `created` event from the runtime's telemetry: the options the world was joined
+// with, "backend=gloo device=cpu heartbeat_ms=500 op_timeout_ms=10000" (the runtime's writer).
+std::string optionsText(const WorldOptions& o);
 
 // Parses one line (without its newline). kInvalidArgument, naming the line's kind and the field,
 // when it is not the protocol: an unknown kind, a missing field, a number that is not one, an

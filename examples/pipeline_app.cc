@@ -3,8 +3,12 @@
 // Nothing in it knows about the harness: the runtime reports its worlds by itself, and the one
 // harness-aware line is mw::reportMetric("requests"), which is a no-op outside a harness.
 //
-//   pipeline_app frontend --world NAME,ADDR,PORT [--world ...] [--bytes N]
-//   pipeline_app stage    --world NAME,ADDR,PORT [--bytes N]
+//   pipeline_app frontend --world NAME,ADDR,PORT[,HEARTBEAT_MS,OP_TIMEOUT_MS] [--world ...]
+//                         [--bytes N]
+//   pipeline_app stage    --world NAME,ADDR,PORT[,HEARTBEAT_MS,OP_TIMEOUT_MS] [--bytes N]
+//
+// A world's heartbeat timeout and operation deadline default to 1000 ms and 10000 ms; under the
+// harness they come from the scenario (${world.NAME.heartbeat_ms}, ${world.NAME.op_timeout_ms}).
 //
 // Requests are N bytes of float32 (default 64 KiB; the front end and its stages must agree).
 // The front end is rank 0 of one two-member world per stage replica (it hosts their stores at
@@ -38,23 +42,45 @@ void onSignal(int) { stopping = true; }
 struct WorldArg {
   std::string name, addr;
   int port = 0;
+  long heartbeat_ms = 1000, op_timeout_ms = 10000;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "pipeline_app: %s\n"
-               "usage: pipeline_app frontend --world NAME,ADDR,PORT [--world ...] [--bytes N]\n"
-               "       pipeline_app stage --world NAME,ADDR,PORT [--bytes N]\n",
+               "usage: pipeline_app frontend --world NAME,ADDR,PORT[,HEARTBEAT_MS,OP_TIMEOUT_MS] "
+               "[--world ...] [--bytes N]\n"
+               "       pipeline_app stage --world NAME,ADDR,PORT[,HEARTBEAT_MS,OP_TIMEOUT_MS] "
+               "[--bytes N]\n",
                why.c_str());
   std::exit(2);
 }
 
+// A whole number from `text`, or -1.
+long number(const std::string& text) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  return text.empty() || *end != '\0' ? -1 : v;
+}
+
 WorldArg parseWorld(const std::string& text) {
-  const size_t a = text.find(','), b = text.find(',', a == std::string::npos ? a : a + 1);
-  if (a == std::string::npos || b == std::string::npos) usage("bad --world '" + text + "'");
-  WorldArg w{text.substr(0, a), text.substr(a + 1, b - a - 1), std::atoi(text.c_str() + b + 1)};
-  if (w.name.empty() || w.addr.empty() || w.port <= 0 || w.port > 65535) {
-    usage("bad --world '" + text + "' (want NAME,ADDR,PORT)");
+  std::vector<std::string> f;
+  for (size_t at = 0;;) {
+    const size_t comma = text.find(',', at);
+    f.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  const std::string want = " (want NAME,ADDR,PORT[,HEARTBEAT_MS,OP_TIMEOUT_MS])";
+  if (f.size() != 3 && f.size() != 5) usage("bad --world '" + text + "'" + want);
+  WorldArg w{f[0], f[1], static_cast<int>(number(f[2]))};
+  if (f.size() == 5) {
+    w.heartbeat_ms = number(f[3]);
+    w.op_timeout_ms = number(f[4]);
+  }
+  if (w.name.empty() || w.addr.empty() || w.port <= 0 || w.port > 65535 || w.heartbeat_ms <= 0 ||
+      w.op_timeout_ms <= 0) {
+    usage("bad --world '" + text + "'" + want);
   }
   return w;
 }
@@ -66,8 +92,8 @@ mw::WorldOptions options(const WorldArg& w, int rank) {
   o.size = 2;
   o.store.host = w.addr;
   o.store.port = static_cast<uint16_t>(w.port);
-  o.heartbeat_timeout = 500ms;
-  o.op_timeout = 10s;
+  o.heartbeat_timeout = std::chrono::milliseconds(w.heartbeat_ms);
+  o.op_timeout = std::chrono::milliseconds(w.op_timeout_ms);
   if (const char* t = std::getenv("MW_CHAOS_STORE_TOKEN")) o.token = t;
   return o;
 }

@@ -5,7 +5,11 @@
 -- worlds, and mw::reportMetric("requests") its own metric.
 --
 --   PATH=build/release/examples:$PATH mwchaos run examples/pipeline_app.lua
-local function world(name) return name .. ",${world." .. name .. ".addr},${world." .. name .. ".port}" end
+-- NAME,ADDR,PORT,HEARTBEAT_MS,OP_TIMEOUT_MS: the program joins with the scenario's world options.
+local function world(name)
+  local w = "${world." .. name .. "."
+  return name .. "," .. w .. "addr}," .. w .. "port}," .. w .. "heartbeat_ms}," .. w .. "op_timeout_ms}"
+end
 scenario {
   name = "pipeline app: a stage replica dies and comes back",
   duration = "6s",

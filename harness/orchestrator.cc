@@ -40,8 +40,12 @@ RunResult Run::go() {
   if (res_.outcome == RunOutcome::kCompleted) startAll();
   if (res_.outcome == RunOutcome::kCompleted) waitReady();
   if (res_.outcome == RunOutcome::kCompleted) {
-    res_.record.startup = static_cast<double>(nowNs() - t0_ns_) / 1e9;
-    t0_ns_ = nowNs();
+    // Time zero moves to now: what was recorded while the roles joined (a program's first
+    // windows) keeps its place in time, before zero.
+    const long long now = nowNs();
+    res_.record.startup = static_cast<double>(now - t0_ns_) / 1e9;
+    res_.record.shiftTimes(res_.record.startup);
+    t0_ns_ = now;
     play();
   }
   stopAll();
@@ -149,7 +153,7 @@ chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo
   c.role = role;
   c.seed = roleSeed(role);
   c.fifo_prefix = fifo_prefix;
-  const auto where = stores();
+  const auto where = stores(role);
   for (const auto& [w, rank] : r.ranks) {
     const WorldSpec& ws = s_.worlds.at(w);
     chaos::WorkerWorld cw;
@@ -177,19 +181,25 @@ chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo
   return c;
 }
 
-std::map<std::string, StoreAddress> Run::stores() const {
+std::map<std::string, StoreAddress> Run::stores(const std::string& role) const {
   std::map<std::string, StoreAddress> out;
   for (const auto& [name, ws] : s_.worlds) {
     StoreAddress& a = out[name];
     // The store lives with rank 0: on its simulated host's address, else on loopback.
     if (net_) a.addr = net_->address(s_.roles.at(s_.membersOf(name).at(0)).host);
     a.port = ports_.at(name);
+    a.device = deviceIn(role, ws);
   }
   return out;
 }
 
+std::string Run::deviceIn(const std::string& role, const WorldSpec& w) const {
+  auto it = devices_.find(role);
+  return w.backend == BackendKind::kNccl && it != devices_.end() ? it->second : "cpu";
+}
+
 std::vector<std::string> Run::programArgv(const RoleSpec& r) const {
-  const auto where = stores();
+  const auto where = stores(r.name);
   std::vector<std::string> argv;
   for (const auto& a : r.program) {
     std::string err;  // validation accepted every placeholder
@@ -199,7 +209,7 @@ std::vector<std::string> Run::programArgv(const RoleSpec& r) const {
 }
 
 std::vector<std::string> Run::programEnv(const RoleSpec& r) const {
-  const auto where = stores();
+  const auto where = stores(r.name);
   std::vector<std::string> env;
   for (const auto& [name, value] : r.env) {
     std::string err;
@@ -210,6 +220,13 @@ std::vector<std::string> Run::programEnv(const RoleSpec& r) const {
   env.push_back("MW_TELEMETRY_FD=3");
   env.push_back("MW_TELEMETRY_WORLDS=" + worlds);
   env.push_back("MW_CHAOS_ROLE=" + r.name);
+  // Each world's options, as the runtime's `created` event names them (docs/scenarios.md).
+  std::string options;
+  for (const auto& [world, rank] : r.ranks) {
+    options += (options.empty() ? "" : ";") + world + ":" +
+               worldOptionsText(s_.worlds.at(world), where.at(world).device);
+  }
+  env.push_back("MW_CHAOS_WORLD_OPTIONS=" + options);
   env.push_back(token_env_);
   return env;
 }
@@ -357,7 +374,7 @@ void Run::play() {
   const long long end_ns = t0_ns_ + s_.duration.count() * 1000000LL;
   long long next_progress = t0_ns_;
   const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;
-  while (nowNs() < end_ns) {
+  while (nowNs() < end_ns && res_.outcome == RunOutcome::kCompleted) {
     if (interrupted()) {
       res_.outcome = RunOutcome::kInterrupted;
       res_.record.interrupted = true;

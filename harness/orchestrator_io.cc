@@ -120,6 +120,22 @@ void Run::take(Worker& w, const chaos::lines::Event& l) {
   e.detail = l.detail;
   res_.record.events.push_back(e);
   state_[e.world + "/" + w.role] = e.kind;
+  if (w.program && e.kind == EventKind::kCreated) checkJoinedWith(w, l);
+}
+
+void Run::checkJoinedWith(const Worker& w, const chaos::lines::Event& l) {
+  auto ws = s_.worlds.find(l.world);
+  if (ws == s_.worlds.end()) return;
+  const auto differ = optionMismatches(ws->second, deviceIn(w.role, ws->second), l.detail);
+  if (differ.empty()) return;
+  std::string what;
+  for (const auto& d : differ) what += (what.empty() ? "" : "; ") + d;
+  // No verdict may be computed on timeouts the program did not use: the run ends here.
+  fail(RunOutcome::kHarnessError,
+       "role '" + w.role + "' joined world '" + l.world + "' with other options than the " +
+           "scenario declares (" + ws->second.where + "): " + what + ". Pass the world's " +
+           "options to the program with placeholders such as ${world." + l.world +
+           ".heartbeat_ms} (docs/scenarios.md, \"Program roles\")");
 }
 
 void Run::take(Worker& w, const chaos::lines::JoinFail& l) {

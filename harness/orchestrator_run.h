@@ -96,8 +96,10 @@ class Run {
   // "Program roles"), with the variables the harness gives it.
   std::vector<std::string> programArgv(const RoleSpec& r) const;
   std::vector<std::string> programEnv(const RoleSpec& r) const;
-  // The stores of the run's worlds: where rank 0 hosts each.
-  std::map<std::string, StoreAddress> stores() const;
+  // Where each world's store is, and `role`'s device in it (placeholders, worker configs).
+  std::map<std::string, StoreAddress> stores(const std::string& role) const;
+  // "cpu", or the role's GPU for an nccl world.
+  std::string deviceIn(const std::string& role, const WorldSpec& w) const;
 
   void startAll();
 
@@ -119,6 +121,10 @@ class Run {
   void take(Worker& w, const chaos::lines::Metrics& l);
   void take(Worker& w, const chaos::lines::Cpu& l);
   void take(Worker& w, const chaos::lines::Event& l);
+  // A program role's `created` event names the options it joined with: any that differ from the
+  // scenario's world end the run as the harness's error, naming the role, world, option and both
+  // values.
+  void checkJoinedWith(const Worker& w, const chaos::lines::Event& l);
   // A join that failed (the worker tries again): an event of its own, with the error.
   void take(Worker& w, const chaos::lines::JoinFail& l);
   void take(Worker& w, const chaos::lines::Ready&) { w.ready = true; }

@@ -319,8 +319,12 @@ roles may sit on simulated hosts: { host = "h1", worlds = ... } (network namespa
 roles may run your program instead of mw_worker (docs/scenarios.md, "Program roles"):
          name = { worlds = {...}, program = { "python3", "serve.py", "--port", "${world.w1.port}" },
                   env = { NAME = "value" }, cwd = "dir" }
-         placeholders: ${world.W.addr} ${world.W.port} ${world.W.rank} ${world.W.size} ${token}
-                       ${role}; no traffic patterns, remove_world, add_world or failpoints on them
+         placeholders: ${world.W.addr} ${world.W.port} ${world.W.rank} ${world.W.size}
+                       ${world.W.backend} ${world.W.device} ${world.W.heartbeat_ms}
+                       ${world.W.op_timeout_ms} ${token} ${role}
+         the program must join with its worlds' options (else exit 1); runtime failpoints
+         (mw/...) work on it; refused: traffic patterns on its worlds, remove_world, add_world
+         and POSIX failpoints (posix/...)
 
 helpers
   local worlds, roles = star { workers = { "a", "b" } (or a count), leader = "leader",

@@ -52,20 +52,35 @@ struct RoleSpec {
 // The variables the harness gives a program role's process itself (a role's env may not set them):
 // the telemetry pipe's fd, the worlds it reports, the role's name and the run's store token.
 inline constexpr std::string_view kHarnessVariables[] = {
-    "MW_TELEMETRY_FD",   "MW_TELEMETRY_WORLDS", "MW_CHAOS_ROLE", "MW_CHAOS_STORE_TOKEN",
-    "MW_FAILPOINT_FIFO", "MW_FAILPOINT_SEED"};
+    "MW_TELEMETRY_FD",   "MW_TELEMETRY_WORLDS", "MW_CHAOS_ROLE",         "MW_CHAOS_STORE_TOKEN",
+    "MW_FAILPOINT_FIFO", "MW_FAILPOINT_SEED",   "MW_CHAOS_WORLD_OPTIONS"};
 
-// What a program role's placeholders stand for in a run: each world's store address and port.
+// The options every member of world `w` joins with, as the runtime's `created` telemetry event
+// names them (runtime/src/core/telemetry.h, optionsText): "backend=gloo device=cpu heartbeat_ms=500
+// op_timeout_ms=10000", with `device` the role's device in that world.
+std::string worldOptionsText(const WorldSpec& w, const std::string& device);
+
+// The options of a `created` event's detail that differ from what the scenario declares for world
+// `w` (role device `device`), one "KEY: joined with A, the scenario declares B" each; empty when
+// they agree. Keys the detail does not name are not judged (an older runtime names none).
+std::vector<std::string> optionMismatches(const WorldSpec& w, const std::string& device,
+                                          const std::string& detail);
+
+// What a program role's placeholders stand for in a run: each world's store address and port,
+// and the device the role's tensors of that world live on.
 struct StoreAddress {
   std::string addr = "127.0.0.1";
   uint16_t port = 0;
+  std::string device = "cpu";  // "cpu" or "cuda:N" (nccl worlds: the role's GPU)
 };
 
 // Expands the placeholders of `text` (a program role's argument or environment value) for role `r`:
-// ${world.NAME.addr}, ${world.NAME.port}, ${world.NAME.rank}, ${world.NAME.size}, ${token} and
-// ${role}. `stores` gives the store of each of r's worlds (a world missing from it gets the
-// defaults: what validation uses). Returns nullopt, with *error naming the placeholder, for an
-// unknown placeholder, a world `r` is not a member of, or a "${" without its "}".
+// ${world.NAME.addr}, ${world.NAME.port}, ${world.NAME.rank}, ${world.NAME.size},
+// ${world.NAME.backend}, ${world.NAME.device}, ${world.NAME.heartbeat_ms},
+// ${world.NAME.op_timeout_ms}, ${token} and ${role}. `stores` gives the store of each of r's
+// worlds (a world missing from it gets the defaults: what validation uses). Returns nullopt, with
+// *error naming the placeholder, for an unknown placeholder, a world `r` is not a member of, or a
+// "${" without its "}".
 // REQUIRES: every world of r.ranks is in s.worlds.
 std::optional<std::string> expandPlaceholders(const std::string& text, const Scenario& s,
                                               const RoleSpec& r,

@@ -11,6 +11,7 @@
 #include "chaos/enum_names.h"
 #include "chaos/overload.h"
 #include "chaos/posix_points.h"
+#include "chaos/worker_lines.h"
 #include "harness/scenario.h"
 
 namespace mw::harness {
@@ -216,11 +217,12 @@ std::optional<std::string> expandPlaceholders(const std::string& text, const Sce
     const size_t dot = name.rfind('.');
     const std::string field = dot == std::string::npos ? "" : name.substr(dot + 1);
     const bool world_form = name.rfind("world.", 0) == 0 && dot > 6;
-    if (!world_form ||
-        (field != "addr" && field != "port" && field != "rank" && field != "size")) {
+    static const std::set<std::string> kFields = {
+        "addr", "port", "rank", "size", "backend", "device", "heartbeat_ms", "op_timeout_ms"};
+    if (!world_form || kFields.count(field) == 0) {
       *error = "unknown placeholder ${" + name +
-               "} (expected ${world.NAME.addr}, ${world.NAME.port}, ${world.NAME.rank}, "
-               "${world.NAME.size}, ${token} or ${role})";
+               "} (expected ${world.NAME.FIELD} with FIELD one of addr, port, rank, size, backend, "
+               "device, heartbeat_ms, op_timeout_ms; or ${token} or ${role})";
       return std::nullopt;
     }
     const std::string world = name.substr(6, dot - 6);
@@ -235,8 +237,47 @@ std::optional<std::string> expandPlaceholders(const std::string& text, const Sce
     if (field == "addr") out += where.addr;
     if (field == "port") out += std::to_string(where.port);
     if (field == "rank") out += std::to_string(rank->second);
-    if (field == "size") out += std::to_string(s.worlds.at(world).size);
+    const WorldSpec& ws = s.worlds.at(world);
+    if (field == "size") out += std::to_string(ws.size);
+    if (field == "backend") out += backendName(ws.backend);
+    if (field == "device") out += where.device;
+    if (field == "heartbeat_ms") out += std::to_string(ws.heartbeat.count());
+    if (field == "op_timeout_ms") out += std::to_string(ws.op_timeout.count());
   }
+}
+
+std::string worldOptionsText(const WorldSpec& w, const std::string& device) {
+  WorldOptions o;
+  o.backend = w.backend;
+  if (auto d = parseDevice(device); d.ok()) o.device = *d;
+  o.heartbeat_timeout = w.heartbeat;
+  o.op_timeout = w.op_timeout;
+  return chaos::lines::optionsText(o);
+}
+
+std::vector<std::string> optionMismatches(const WorldSpec& w, const std::string& device,
+                                          const std::string& detail) {
+  const auto words = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) {
+      const size_t eq = word.find('=');
+      if (eq != std::string::npos) out[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+    return out;
+  };
+  const auto declared = words(worldOptionsText(w, device));
+  std::vector<std::string> out;
+  for (const auto& [key, joined] : words(detail)) {
+    auto it = declared.find(key);
+    if (it == declared.end() || it->second == joined) continue;
+    // A GPU's index is the program's own view (CUDA_VISIBLE_DEVICES): only cpu against cuda counts.
+    if (key == "device" && joined.rfind("cuda:", 0) == 0 && it->second.rfind("cuda:", 0) == 0) {
+      continue;
+    }
+    out.push_back(key + ": joined with " + joined + ", the scenario declares " + it->second);
+  }
+  return out;
 }
 
 }  // namespace mw::harness

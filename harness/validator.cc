@@ -132,7 +132,14 @@ Scenario Validator::scenario(const LV& t) {
   if (s.duration < Ms(500) || s.duration > Ms(24LL * 3600 * 1000)) {
     error(w, "duration: must be between 500ms and 24h");
   }
-  if (opts_.duration) s.duration = *opts_.duration;
+  if (opts_.duration && *opts_.duration != s.duration) {
+    // The name may speak of the file's duration ("... for 60 s"): a report says what ran.
+    const long long ms = opts_.duration->count();
+    s.name += " [run for " +
+              (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms") +
+              " by --duration]";
+    s.duration = *opts_.duration;
+  }
   if (s.warmup >= s.duration) error(w, "warmup: must be shorter than the duration");
   s.startup = duration(t.get("startup"), w, "startup").value_or(Ms(60000));
   if (s.startup < Ms(100) || s.startup > Ms(3600 * 1000)) {

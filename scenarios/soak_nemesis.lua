@@ -9,8 +9,8 @@ local worlds, roles = star {
   world = { heartbeat = "1s", rejoin = true },
 }
 scenario {
-  name = "soak: a seeded random nemesis for 60 s",
-  description = "partition / loss / pause / kill+restart on workers a and b, drawn from the seed.",
+  name = "soak: a seeded random nemesis",
+  description = "partition / loss / pause / kill+restart on workers a and b, drawn from the seed, for 60 s (or mwchaos run --duration).",
   duration = "60s",
   seed = 2026,
   worlds = worlds,

@@ -5,7 +5,9 @@
 --
 --   mwchaos run examples/pipeline_serving/pipeline_serving.lua     (python3 with multiworld_native)
 local function world(name)
-  return { "--world", name, "${world." .. name .. ".addr}", "${world." .. name .. ".port}" }
+  local w = "${world." .. name .. "."
+  -- The program joins with the scenario's options: the harness checks that it did.
+  return { "--world", name, w .. "addr}", w .. "port}", w .. "heartbeat_ms}", w .. "op_timeout_ms}" }
 end
 local function serve(role, ...)
   local argv = { "python3", "serve.py", role }

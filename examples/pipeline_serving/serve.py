@@ -1,8 +1,8 @@
 """A small model-serving pipeline on multiworld_native: a front end streams requests (torch CPU
 tensors) through stage replicas, each replica in a world of its own with the front end.
 
-    python serve.py frontend --world s1 ADDR PORT --world s2 ADDR PORT
-    python serve.py stage --world s1 ADDR PORT
+    python serve.py frontend --world s1 ADDR PORT HEARTBEAT_MS OP_TIMEOUT_MS --world s2 ...
+    python serve.py stage --world s1 ADDR PORT HEARTBEAT_MS OP_TIMEOUT_MS
 
 Each stage replica runs a small model (a linear layer and a ReLU); the front end sends every
 request to the next replica whose world is healthy and checks the answer. A replica that dies
@@ -39,7 +39,7 @@ def model():
 
 def join(manager, world, rank, stop):
     """Joins (or re-joins) `world` until it works or `stop` is set; True once joined."""
-    name, addr, port = world
+    name, addr, port, heartbeat_ms, op_timeout_ms = world
     token = os.environ.get("MW_CHAOS_STORE_TOKEN")
     while not stop.is_set():
         try:
@@ -48,7 +48,8 @@ def join(manager, world, rank, stop):
             pass
         try:
             manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=2, token=token,
-                                     heartbeat_timeout=0.5, op_timeout=10)
+                                     heartbeat_timeout=heartbeat_ms / 1000,
+                                     op_timeout=op_timeout_ms / 1000)
             return True
         except (mw.MultiworldError, TimeoutError):
             time.sleep(0.05)
@@ -129,10 +130,12 @@ def stage(world, stop):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("role", choices=("frontend", "stage"))
-    p.add_argument("--world", nargs=3, action="append", metavar=("NAME", "ADDR", "PORT"),
-                   required=True, help="a world: its name and its store's address and port")
+    p.add_argument("--world", nargs=5, action="append",
+                   metavar=("NAME", "ADDR", "PORT", "HEARTBEAT_MS", "OP_TIMEOUT_MS"), required=True,
+                   help="a world: its name, its store's address and port, its heartbeat timeout "
+                        "and its operation deadline in milliseconds")
     a = p.parse_args(argv)
-    worlds = [(n, addr, int(port)) for n, addr, port in a.world]
+    worlds = [(n, addr, int(port), int(hb), int(op)) for n, addr, port, hb, op in a.world]
     if a.role == "stage" and len(worlds) != 1:
         p.error("a stage replica is in one world")
     stop = threading.Event()

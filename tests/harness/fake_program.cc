@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   std::printf("fake: role=%s worlds=%s fd=%s token_length=%zu cwd=%s extra=%s\n",
               var("MW_CHAOS_ROLE"), var("MW_TELEMETRY_WORLDS"), var("MW_TELEMETRY_FD"),
               std::strlen(var("MW_CHAOS_STORE_TOKEN")), cwd, var("FAKE_EXTRA"));
+  std::printf("fake: options=%s\n", var("MW_CHAOS_WORLD_OPTIONS"));
   std::fflush(stdout);
   if (exit_early >= 0) {
     std::fprintf(stderr, "fake: exiting with %d before ready, as asked\n", exit_early);

@@ -47,6 +47,8 @@ tail = app1[-1]["stdout_tail"] if app1 else ""
 port = r["scenario"]["roles"]["app1"]["program"][3]
 want(port == "port=${world.w1.port}", "the report keeps the command as written: %r" % port)
 for text in ["[addr=127.0.0.1]", "[rank=0]", "[size=1]", "[role=app1]", "role=app1 worlds=w1 fd=3",
+             "[opts=gloo/cpu/700/9000]",
+             "options=w1:backend=gloo device=cpu heartbeat_ms=700 op_timeout_ms=9000\n",
              "fake: stopped by SIGTERM"]:
     want(text in tail, "app1's stdout tail has %r: %r" % (text, tail))
 import re

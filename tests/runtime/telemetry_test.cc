@@ -122,6 +122,11 @@ TEST_CASE("a manager reports ready, its events and each window's traffic to the 
       REQUIRE(w.size() >= 7);
       created += w[3] == "created";
       removed += w[3] == "removed";
+      if (w[3] == "created") {
+        // The options the world was joined with, for the harness to check against its scenario.
+        CHECK(l.substr(l.find(" - -1 ") + 6) ==
+              "backend=gloo device=cpu heartbeat_ms=1000 op_timeout_ms=60000");
+      }
       CHECK(w[4] == "1");  // generation
       CHECK(w[5] == "-");
     } else if (w[0] == "metrics") {

@@ -73,6 +73,7 @@ struct WorldManager::Impl final : detail::WorldSink {
     explicit TelemetrySource(Impl& m) : manager(m) {}
     std::pair<uint64_t, bool> worldState(const std::string& name) const override;
     std::shared_ptr<Subscription> subscribe() override;
+    std::string joinedWith(const std::string& name, uint64_t generation) const override;
     Impl& manager;
   };
   TelemetrySource telemetry_source_{*this};

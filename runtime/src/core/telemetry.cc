@@ -68,6 +68,12 @@ std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
          oneLine(detail);
 }
 
+std::string optionsText(const WorldOptions& o) {
+  return std::string("backend=") + backendName(o.backend) + " device=" + o.device.str() +
+         " heartbeat_ms=" + std::to_string(o.heartbeat_timeout.count()) +
+         " op_timeout_ms=" + std::to_string(o.op_timeout.count());
+}
+
 std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
                     const TrafficCounters::Window& w) {
   return "metrics " + n(t_ns) + " " + world + " " + std::to_string(generation) + " " +
@@ -284,11 +290,14 @@ void Telemetry::run(std::stop_token stop) {
     const bool stopping = stop.stop_requested();
     // Events until the window ends (all of those queued, once stopping).
     while (auto e = events_->next(stopping ? Clock::now() : next)) {
-      if (e->kind == WorldEvent::Kind::kCreated) counters(e->world);
+      std::string detail = e->broken ? e->broken->detail : std::string();
+      if (e->kind == WorldEvent::Kind::kCreated) {
+        counters(e->world);
+        detail = source_.joinedWith(e->world, e->generation);
+      }
       write(telemetry_lines::event(monotonicNs(e->at), e->world, e->kind, e->generation,
                                    e->broken ? e->broken->cause : Cause::kNone,
-                                   e->broken ? e->broken->peer_rank : -1,
-                                   e->broken ? e->broken->detail : std::string()));
+                                   e->broken ? e->broken->peer_rank : -1, detail));
       checkReady();
       if (!stopping && Clock::now() >= next) break;
     }

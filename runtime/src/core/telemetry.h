@@ -8,6 +8,9 @@
 //   ready <t>          once, when every world of MW_TELEMETRY_WORLDS is healthy (when the variable
 //                      is unset or empty: when the first world is);
 //   event <t> ...      each world event of the manager (created, broken with its cause, removed);
+//                      a `created` event's detail names the options the world was joined with,
+//                      "backend=gloo device=cpu heartbeat_ms=500 op_timeout_ms=10000" (optionsText),
+//                      so the harness can check them against the scenario's;
 //   metrics <t> ...    every 100 ms, one per world the manager has had: the bytes (of each
 //                      operation's largest tensor), operations, and latency sum and maximum (from
 //                      submission to completion) of the operations that completed successfully in
@@ -64,6 +67,10 @@ std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
                   uint64_t generation, Cause cause, int peer, const std::string& detail);
 std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
                     const TrafficCounters::Window& w);
+// The detail of a `created` event: the options a world was joined with that every member of a
+// scenario's world shares, as space-separated key=value words:
+// "backend=<gloo|nccl> device=<cpu|cuda:N> heartbeat_ms=<n> op_timeout_ms=<n>".
+std::string optionsText(const WorldOptions& o);
 }  // namespace telemetry_lines
 
 // Nanoseconds of `t` on the monotonic clock, the protocol's time.
@@ -78,6 +85,9 @@ class Telemetry {
     virtual std::pair<uint64_t, bool> worldState(const std::string& name) const = 0;
     // A new event queue (WorldManager::subscribe).
     virtual std::shared_ptr<Subscription> subscribe() = 0;
+    // telemetry_lines::optionsText of the world's generation `generation`; "" when that
+    // generation is gone.
+    virtual std::string joinedWith(const std::string& name, uint64_t generation) const = 0;
   };
 
   // The channel the environment names, or nullptr when MW_TELEMETRY_FD is unset or empty. A

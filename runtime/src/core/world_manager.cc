@@ -149,6 +149,13 @@ std::pair<uint64_t, bool> WorldManager::Impl::TelemetrySource::worldState(
   return {w->generation(), w->state() == WorldState::kHealthy};
 }
 
+std::string WorldManager::Impl::TelemetrySource::joinedWith(const std::string& name,
+                                                           uint64_t generation) const {
+  auto w = manager.find(name);
+  if (!w || w->generation() != generation) return "";
+  return detail::telemetry_lines::optionsText(w->options());
+}
+
 std::shared_ptr<Subscription> WorldManager::Impl::TelemetrySource::subscribe() {
   return manager.addSubscription();
 }
