@@ -26,6 +26,11 @@ detection   A Python survivor (this process, rank 0) and, per iteration, a fresh
             (the manager's events queue). Detection as seen in Python = the time Python code got
             the error or event - the time before kill(). Target: p99 <= 50 ms, the C++ runtime's
             bound (`mw_bench detection`).
+compat      The same kills seen through the compatibility module (multiworld_native.compat): a
+            coroutine awaits a receive from the victim and gets BrokenWorldException. Lag = the
+            time the coroutine got it - the runtime's detected_at. Target: median < 2 ms (the
+            module raises first and removes the world after; removing first cost one Gloo loop
+            tick, 10 ms, before removeWorld stopped waiting for it).
 
 A throughput miss whose 95% bootstrap interval (of the median ratio) still reaches the target is
 'unresolved': this run's noise is larger than the shortfall. Exit status: 0 ran (no target
@@ -33,6 +38,7 @@ missed, or --strict not given); 1 a target was missed with --strict; 2 bad argum
 """
 
 import argparse
+import asyncio
 import json
 import os
 import random
@@ -80,7 +86,8 @@ def parse_args(argv):
     p.add_argument("--calls", type=int, default=20000, help="calls per overhead block")
     p.add_argument("--blocks", type=int, default=5, help="overhead blocks")
     p.add_argument("--kills", type=int, default=20, help="detection iterations (0: skip)")
-    p.add_argument("--parts", default="overhead,throughput,detection", help="parts to run")
+    p.add_argument("--parts", default="overhead,throughput,detection,compat",
+                   help="parts to run")
     p.add_argument("--json", help="write samples, medians and verdicts here")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     # Internal: how the peer and victim processes are started.
@@ -98,7 +105,7 @@ def parse_args(argv):
         p.error(str(e))
     a.parts = [x.strip() for x in a.parts.split(",") if x.strip()]
     for part in a.parts:
-        if part not in ("overhead", "throughput", "detection"):
+        if part not in ("overhead", "throughput", "detection", "compat"):
             p.error(f"unknown part '{part}' in --parts")
     for name in ("reps", "calls", "blocks", "pairs"):
         if getattr(a, name) < 1:
@@ -397,6 +404,60 @@ def victim(args):
     return 0
 
 
+def compat_detection(args, report, rng):
+    from multiworld_native.compat import BrokenWorldException, WorldManager as CompatManager
+
+    cm = CompatManager()
+    comm = cm.communicator
+    rows = []
+
+    async def once(i):
+        world = f"cvictim{i}"
+        joined = asyncio.ensure_future(cm.initialize_world(world, 0, 2, port=-1))
+        await asyncio.sleep(0)
+        port = await asyncio.get_running_loop().run_in_executor(None, cm.store_port, world)
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--role", "victim",
+                                 "--world", world, "--port", str(port)])
+        await joined
+        got = {}
+
+        async def receive():
+            try:
+                await comm.recv(torch.zeros(1), 1, world)
+            except BrokenWorldException as e:
+                got["at"], got["detected_at"] = time.monotonic(), e.detected_at
+
+        task = asyncio.ensure_future(receive())
+        await asyncio.sleep(0.1 + rng.random() * 0.4)
+        t_kill = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        await asyncio.wait_for(task, 10)
+        proc.wait()
+        if "at" not in got:
+            raise RuntimeError(f"compat iteration {i}: no BrokenWorldException in 10 s")
+        rows.append({"seen_ms": (got["at"] - t_kill) * 1e3,
+                     "lag_ms": (got["at"] - got["detected_at"]) * 1e3})
+        await asyncio.sleep(0)  # the module removes the broken world on its next turn
+
+    async def main():
+        for i in range(args.kills):
+            await once(i)
+
+    asyncio.run(main())
+    cm._native.close()
+    seen_ms = [r["seen_ms"] for r in rows]
+    lag_ms = [r["lag_ms"] for r in rows]
+    ok = statistics.median(lag_ms) < 2.0
+    print(f"\ncompat: SIGKILL x {len(rows)}, a coroutine awaiting a receive, ms")
+    print(f"  kill -> BrokenWorldException: median {statistics.median(seen_ms):.2f}, max "
+          f"{max(seen_ms):.2f}  (information)")
+    print(f"  runtime's detected_at -> BrokenWorldException: median {statistics.median(lag_ms):.2f},"
+          f" max {max(lag_ms):.2f}  target median < 2: {'PASS' if ok else 'MISS'}")
+    report["compat"] = {"iterations": rows, "seen_ms": spread(seen_ms), "lag_ms": spread(lag_ms),
+                        "pass": ok}
+    return ok
+
+
 def detection(args, report, rng):
     manager = mw.WorldManager()
     comm = mw.Communicator(manager)
@@ -476,6 +537,8 @@ def main(argv):
             passed.append(throughput(args, report))
         if "detection" in args.parts and args.kills > 0:
             passed.append(detection(args, report, random.Random(1)))
+        if "compat" in args.parts and args.kills > 0:
+            passed.append(compat_detection(args, report, random.Random(2)))
     except (RuntimeError, mw.MultiworldError, TimeoutError) as e:
         print(f"bench_python: {e}", file=sys.stderr)
         return 3

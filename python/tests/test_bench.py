@@ -33,6 +33,8 @@ def test_bench_python_runs_every_part(tmp_path):
     assert all(row["main_over_cpp"]["n"] == 2 for row in paired.values())
     assert len(doc["detection"]["iterations"]) == 2
     assert all(it["seen_ms"] >= it["runtime_ms"] >= 0 for it in doc["detection"]["iterations"])
+    assert len(doc["compat"]["iterations"]) == 2
+    assert all(it["seen_ms"] >= it["lag_ms"] >= 0 for it in doc["compat"]["iterations"])
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -94,6 +94,12 @@ def test_a_world_left_by_its_peer_raises_broken_world_exception_and_frees_the_na
             return None
         with pytest.raises(BrokenWorldException) as info:
             await c.recv(torch.zeros(1), 1, world)
+        # Raised before the world's removal, which follows on the event loop: the caller hears
+        # of the break as soon as the runtime knows (the removal used to come first).
+        states = {w.name: w.state for w in m._native.worlds()}
+        assert states.get(world) == "broken", states
+        await asyncio.sleep(0)
+        assert world not in {w.name for w in m._native.worlds()}
         e = info.value
         assert isinstance(e, BrokenWorldError)
         assert e.world == world and e.cause in ("peer_left", "peer_died")
@@ -117,3 +123,24 @@ def test_unsupported_reduce_op_is_a_value_error():
         return None
 
     two_ranks(body)
+
+
+def test_a_broken_world_raised_and_reinitialized_at_once_is_removed_first():
+    """The deferred removal of a broken world never removes the next world of that name."""
+    async def body(r, m, world):
+        c = m.communicator
+        if r == 1:
+            m.remove_world(world)
+            return None
+        with pytest.raises(BrokenWorldException):
+            await c.recv(torch.zeros(1), 1, world)
+        await m.initialize_world(world, 0, 1)  # before the loop ran the removal
+        await asyncio.sleep(0)                 # the removal's turn: nothing left to remove
+        await asyncio.sleep(0)
+        t = torch.ones(2)
+        await c.all_reduce(t, world_name=world)  # the new generation works
+        assert not c.is_broken(world)
+        return t.tolist()
+
+    got, _ = two_ranks(body)
+    assert got == [1.0, 1.0]

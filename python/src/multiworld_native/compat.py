@@ -91,7 +91,10 @@ class WorldCommunicator:
             work = submit()
             await work
         except BrokenWorldError as e:
-            self._manager._drop(world_name)
+            # Raise first: the caller hears of the break as soon as the runtime knows of it; the
+            # broken world is removed right after, off the caller's path.
+            self._broken[world_name] = True
+            self._manager._drop_soon(world_name)
             raise BrokenWorldException(world_name, e.detail or str(e), e.cause, e.rank,
                                        e.detected_at, e.detail) from e
 
@@ -155,6 +158,7 @@ class WorldManager:
     def __init__(self, enable_monitor=True):
         self._native = _core.WorldManager()
         self._communicator = WorldCommunicator(self)
+        self._pending_drop = set()  # broken worlds raised to the caller, removed next
 
     @property
     def communicator(self):
@@ -164,6 +168,7 @@ class WorldManager:
     async def initialize_world(self, world_name, rank, world_size, backend="gloo",
                                addr="127.0.0.1", port=-1, timeout=30, device=None):
         """Joins the world (a coroutine). Rank 0 hosts its store at ``addr:port``."""
+        self._drop_pending(world_name)  # a broken generation of the name, if not removed yet
         dev = None
         if backend == "nccl" and device is not None:
             dev = str(device)
@@ -179,6 +184,7 @@ class WorldManager:
 
     def remove_world(self, world_name):
         """Leaves the world; its name can be initialized again. ValueError when unknown."""
+        self._pending_drop.discard(world_name)
         try:
             self._native.remove_world(world_name)
         except Exception as e:
@@ -195,6 +201,20 @@ class WorldManager:
             self.remove_world(world_name)
         except ValueError:
             pass
+
+    def _drop_soon(self, world_name):
+        """Removes a broken world once the running event loop gets to it (at once without one)."""
+        if world_name in self._pending_drop:
+            return
+        self._pending_drop.add(world_name)
+        try:
+            asyncio.get_running_loop().call_soon(self._drop_pending, world_name)
+        except RuntimeError:
+            self._drop_pending(world_name)
+
+    def _drop_pending(self, world_name):
+        if world_name in self._pending_drop:
+            self._drop(world_name)
 
     def cleanup(self):
         """Leaves every world, flushes stdout and ends the process, as the original does."""

@@ -90,9 +90,11 @@ void Buf::clearInterrupt(bool send) {
 }
 
 std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
+  std::shared_ptr<gloo::Context> ctx;
   {
     std::lock_guard lock(mu_);
-    if (aborted_) throw AbortedError{};
+    if (aborted_ || !ctx_) throw AbortedError{};
+    ctx = ctx_;
     for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
       if ((*it)->data() == ptr && (*it)->bytes() == bytes) {
         auto b = std::move(*it);
@@ -101,7 +103,7 @@ std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
       }
     }
   }
-  auto ub = ctx_->createUnboundBuffer(ptr, bytes);
+  auto ub = ctx->createUnboundBuffer(ptr, bytes);
   std::lock_guard lock(mu_);
   if (aborted_) throw AbortedError{};
   live_.insert(ub.get());
@@ -137,6 +139,13 @@ void Channel::abortAll() {
     ub->abortWaitSend();
   }
   idle.swap(spare_);
+}
+
+void Channel::detach() {
+  std::shared_ptr<gloo::Context> ctx;  // released after the lock
+  std::lock_guard lock(mu_);
+  aborted_ = true;
+  ctx.swap(ctx_);
 }
 
 bool Channel::aborted() const {

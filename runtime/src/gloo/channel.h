@@ -90,6 +90,9 @@ class Channel {
   void release(gloo::transport::UnboundBuffer* ub) { unregister(ub); }
   // Interrupts every current and future wait and drops the idle buffers. Idempotent.
   void abortAll();
+  // Lets go of the context (and so of the Gloo device it holds): later buffer() calls throw
+  // AbortedError. For the backend's shutdown, once no operation runs and abortAll() was called.
+  void detach();
   bool aborted() const;
 
   // The deadline for waits of collectives; set by the thread running one before it starts.
@@ -102,7 +105,7 @@ class Channel {
 
   static constexpr size_t kSpare = 16;
 
-  std::shared_ptr<gloo::Context> ctx_;
+  std::shared_ptr<gloo::Context> ctx_;  // GUARDED_BY(mu_); null once detached
   mutable std::mutex mu_;
   std::unordered_set<gloo::transport::UnboundBuffer*> live_;  // GUARDED_BY(mu_)
   std::deque<std::unique_ptr<Buf>> spare_;                    // GUARDED_BY(mu_), oldest first

@@ -674,9 +674,11 @@ void GlooBackend::shutdown() {
   native_.clear();  // no operation runs any more; its buffers refer to the context
   std::lock_guard lock(close_mu_);
   // The pairs were closed above (their loop unregistered them itself): releasing the context
-  // waits for no loop tick here, unlike after a failed rendezvous (loop_ticker.h).
+  // waits for no loop tick here, unlike after a failed rendezvous, and neither does releasing
+  // the device, which joins its loop (loop_ticker.h).
+  channel_.detach();
   ctx_.reset();
-  device_.reset();
+  releaseDevice(device_);
 }
 
 }  // namespace
