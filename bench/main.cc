@@ -47,7 +47,9 @@ const char kUsage[] =
     "               slowloris, 16 MiB frames, wrong proofs, a stale rank) while the world\n"
     "               forms and works: it must form, stay healthy and keep memory bounded.\n"
     "  telemetry    the telemetry channel's cost (MW_TELEMETRY_FD) per call and when idle,\n"
-    "               with the channel against without it, in one process.\n";
+    "               with the channel against without it, in one process.\n"
+    "  nccl         one GPU: a one-rank nccl world against a one-rank raw NCCL communicator,\n"
+    "               per-call time and all_reduce/broadcast bandwidth (exit 3 without a GPU).\n";
 
 int help(const char* sub) {
   std::string s = sub;
@@ -69,6 +71,10 @@ int help(const char* sub) {
     std::fputs(mwb::kStoreAttackHelp, stdout);
   else if (s == "telemetry")
     std::fputs(mwb::kTelemetryHelp, stdout);
+#ifdef MW_BENCH_NCCL
+  else if (s == "nccl")
+    std::fputs(mwb::kNcclHelp, stdout);
+#endif
   else
     std::fputs(kUsage, stdout);
   return 0;
@@ -106,6 +112,13 @@ int main(int argc, char** argv) {
     if (sub == "starvation") return mwb::runStarvation(argc, argv, 2);
     if (sub == "store-attack") return mwb::runStoreAttack(argc, argv, 2);
     if (sub == "telemetry") return mwb::runTelemetry(argc, argv, 2);
+    if (sub == "nccl") {
+#ifdef MW_BENCH_NCCL
+      return mwb::runNccl(argc, argv, 2);
+#else
+      throw mwb::BenchError("this mw_bench was built without the NCCL backend (no NCCL found)");
+#endif
+    }
     throw mwb::UsageError("unknown subcommand '" + sub + "'");
   } catch (const mwb::UsageError& e) {
     std::fprintf(stderr, "mw_bench: %s\n\n%s", e.what(), kUsage);

@@ -14,6 +14,7 @@ int runOverhead(int argc, char** argv, int first);  // diagnostic, no targets
 int runStarvation(int argc, char** argv, int first);
 int runStoreAttack(int argc, char** argv, int first);
 int runTelemetry(int argc, char** argv, int first);
+int runNccl(int argc, char** argv, int first);  // built with the NCCL backend only
 
 extern const char* const kThroughputHelp;
 extern const char* const kTwoWorldsHelp;
@@ -24,5 +25,6 @@ extern const char* const kOverheadHelp;
 extern const char* const kStarvationHelp;
 extern const char* const kStoreAttackHelp;
 extern const char* const kTelemetryHelp;
+extern const char* const kNcclHelp;
 
 }  // namespace mwb

@@ -75,7 +75,21 @@ run store-attack --seconds 2 --idle 200 --slow 50 --strict
 field store-attack 'd["formed"] and d["healthy"] and d["rss_growth_mib"] < 64 and d["idle_closed"] > 0 and d["slow_closed"] >= 0 and d["oversized_closed"] > 0 and d["auth_refused"] > 0'
 
 run creation --reps 2 --no-four
-field creation 'd is not None'
+field creation 'd is not None and any(s["broken_before_removal"] for s in d["series"])'
+
+# mw_bench nccl (built with the NCCL backend): on a simulated GPU (MW_SIM_CUDA, the tests'
+# libmw_sim_cuda.so) it runs end to end; with no GPU it exits 3 and says so.
+if "$bench" --help | grep -q "^  nccl "; then
+  rc=0
+  MW_CUDART_LIBRARY=/nonexistent/libcudart.so "$bench" nccl >"$work/nccl-none.out" 2>&1 || rc=$?
+  [ "$rc" = 3 ] || { cat "$work/nccl-none.out"; fail "mw_bench nccl without CUDA: exit $rc, want 3"; }
+  grep -q "mw_bench nccl: no NCCL to run" "$work/nccl-none.out" || fail "nccl: no reason given"
+  if [ -n "${MW_SIM_CUDA:-}" ]; then
+    MW_CUDART_LIBRARY=$MW_SIM_CUDA MW_NCCL_LIBRARY=$MW_SIM_CUDA \
+      run nccl --calls 50 --reps 2 --sizes 64K --bytes-per-rep 1M
+    field nccl 'd["overhead"]["all_reduce"]["raw_us_per_call"]["n"] == 2 and len(d["bandwidth"]) == 2 and d["bandwidth"][0]["runtime_over_raw"]["n"] == 2'
+  fi
+fi
 
 # Usage errors: exit 2, naming the flag or subcommand.
 expect_usage() {
