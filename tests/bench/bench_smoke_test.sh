@@ -88,6 +88,11 @@ if "$bench" --help | grep -q "^  nccl "; then
     MW_CUDART_LIBRARY=$MW_SIM_CUDA MW_NCCL_LIBRARY=$MW_SIM_CUDA \
       run nccl --calls 50 --reps 2 --sizes 64K --bytes-per-rep 1M
     field nccl 'd["overhead"]["all_reduce"]["raw_us_per_call"]["n"] == 2 and len(d["bandwidth"]) == 2 and d["bandwidth"][0]["runtime_over_raw"]["n"] == 2'
+    # What .ci/quickstart gpu appends to docs/benchmarks.md from that JSON.
+    python3 "$(dirname "$0")/../../bench/gpu_report.py" "$work/nccl.json" "Simulated GPU" abc1234 \
+      >"$work/nccl.md" || fail "gpu_report.py failed"
+    grep -q "^## GPU: Simulated GPU (.*build \`abc1234\`" "$work/nccl.md" || fail "gpu_report: no heading"
+    grep -q "^| all_reduce | 64 KiB | " "$work/nccl.md" || fail "gpu_report: no bandwidth row"
   fi
 fi
 

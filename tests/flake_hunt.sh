@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# flake_hunt.sh: measures the failure rate of the gate's timing-sensitive tests by running them
+# many times beside a load, each test once per run, never retried. docs/testing.md records what
+# it measured.
+#
+#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--build DIR] [--venv DIR] [--out DIR]
+#
+# The timing-sensitive part of the gate (.ci/quickstart test):
+#   - ctest labels scenario, example and harness (every scenario of the library, the examples
+#     under the harness, the command line, interrupts and program roles);
+#   - the runtime's fault tests: the Catch2 cases tagged [fault], [failpoint], [lifecycle],
+#     [lateness], [starvation] and [telemetry] (each its own ctest, as in the gate);
+#   - the Python package's scenario and fault tests (test_examples.py's pipeline scenario,
+#     test_fault.py, test_exit.py), when --venv has the package.
+# Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
+# that fills and fsyncs a 256 MiB file over and over; none = nothing added.
+# Every run appends one line per test to OUT/results.tsv (run, load, test, status, reruns,
+# seconds), so that runs accumulate across invocations; the table printed at the end (and by
+# --table alone) counts runs, failures and reruns per test over the whole file. A rerun is what
+# tests/run_scenario.sh did for an inconclusive verdict (mwchaos prints "RERUN ..."); it is
+# counted, never hidden. A failing test is a bug to find: its output is kept in OUT/failures/.
+# Exit: 0 no failure in this invocation, 1 a test failed, 2 usage.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+runs=1 load=cpu build="$here/build/release" venv="$here/build/pyenv" out="$here/build/flake-hunt"
+table_only=0
+while (($#)); do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --load) load=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --venv) venv=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --table) table_only=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
+case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
+mkdir -p "$out/failures" "$out/junit"
+results="$out/results.tsv"
+[ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\n' >"$results"
+
+table() {
+  python3 - "$results" <<'PY'
+import collections, csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+per = collections.OrderedDict()
+loads = collections.Counter()
+for r in rows:
+    t = per.setdefault(r["test"], {"runs": 0, "failed": 0, "skipped": 0, "reruns": 0})
+    t["runs"] += 1
+    t["failed"] += r["status"] == "failed"
+    t["skipped"] += r["status"] == "skipped"
+    t["reruns"] += int(r["reruns"])
+runs = sorted({(r["run"], r["load"]) for r in rows})
+for _, l in runs:
+    loads[l] += 1
+print(f"{len(runs)} runs ({', '.join(f'{n} beside {l}' for l, n in sorted(loads.items()))}), "
+      f"{len(per)} tests, {sum(t['failed'] for t in per.values())} failures, "
+      f"{sum(t['reruns'] for t in per.values())} reruns")
+print(f"{'test':<78} {'runs':>5} {'failed':>6} {'skipped':>7} {'reruns':>6}")
+for name, t in sorted(per.items(), key=lambda kv: (-kv[1]["failed"], -kv[1]["reruns"], kv[0])):
+    print(f"{name[:78]:<78} {t['runs']:>5} {t['failed']:>6} {t['skipped']:>7} {t['reruns']:>6}")
+PY
+}
+if ((table_only)); then table; exit 0; fi
+
+[ -x "$build/bin/mwchaos" ] || { echo "flake_hunt.sh: no build at $build (run .ci/quickstart test first, or pass --build)" >&2; exit 2; }
+
+hogs=()
+stop_hogs() {
+  for p in "${hogs[@]}"; do kill "$p" 2>/dev/null; done
+  wait "${hogs[@]}" 2>/dev/null
+  rm -f "$out/io-hog.bin"
+  hogs=()
+}
+trap 'stop_hogs; exit 130' INT TERM
+trap stop_hogs EXIT
+start_hogs() {
+  case $load in
+    cpu) for _ in 1 2; do (while :; do :; done) & hogs+=($!); done ;;
+    io) (while :; do dd if=/dev/zero of="$out/io-hog.bin" bs=1M count=256 conv=fsync status=none; done) &
+        hogs+=($!) ;;
+  esac
+}
+
+# The runtime's fault tests, by Catch2 tag, as ctest names them (one ctest per case).
+fault_regex() {
+  local bin names
+  bin=$(find "$build/tests/runtime" -maxdepth 1 -name runtime_test -type f | head -n 1)
+  [ -n "$bin" ] || return 0
+  names=$("$bin" --list-test-names-only "[fault],[failpoint],[lifecycle],[lateness],[starvation],[telemetry]" |
+    grep -v '^$' | grep -v 'matching test case' | sed 's/[][\\.^$*+?(){}|]/\\&/g' | sed 's/^/^/; s/$/$/' | paste -sd'|')
+  printf '%s' "$names"
+}
+
+# record RUN JUNIT-XML: appends one line per test case of the JUnit file to results.tsv.
+record() {
+  python3 - "$1" "$load" "$2" "$results" "$out/failures" <<'PY'
+import os, re, sys, xml.etree.ElementTree as ET
+run, load, path, results, failures = sys.argv[1:6]
+if not os.path.exists(path):
+    sys.exit(0)
+root = ET.parse(path).getroot()
+with open(results, "a") as f:
+    for case in root.iter("testcase"):
+        name = case.get("name")
+        cls = case.get("classname") or ""
+        if cls.startswith("tests.") or cls.startswith("test_"):
+            name = f"pytest {cls}::{name}"
+        out = "".join((e.text or "") for e in case.iter() if e.tag in ("system-out", "failure", "error"))
+        status = "passed"
+        if case.find("failure") is not None or case.find("error") is not None:
+            status = "failed"
+        elif case.find("skipped") is not None or case.get("status") in ("notrun", "disabled"):
+            status = "skipped"
+        reruns = len(re.findall(r"^RERUN ", out, re.M))
+        f.write(f"{run}\t{load}\t{name}\t{status}\t{reruns}\t{float(case.get('time') or 0):.1f}\n")
+        if status == "failed":
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+            with open(os.path.join(failures, f"run{run}-{safe}.txt"), "w") as g:
+                g.write(out)
+PY
+}
+
+regex=$(fault_regex)
+failed=0
+last=$(tail -n +2 "$results" | cut -f1 | sort -n | tail -n 1)
+first=$((${last:-0} + 1))
+for ((i = first; i < first + runs; i++)); do
+  start_hogs
+  echo "== run $i ($load) $(date +%T)"
+  (cd "$build" && ctest -L 'scenario|example|harness' --output-junit "$out/junit/run$i-labels.xml" >"$out/run$i-labels.log" 2>&1) || failed=1
+  record "$i" "$out/junit/run$i-labels.xml"
+  if [ -n "$regex" ]; then
+    (cd "$build" && ctest -R "$regex" --output-junit "$out/junit/run$i-runtime.xml" >"$out/run$i-runtime.log" 2>&1) || failed=1
+    record "$i" "$out/junit/run$i-runtime.xml"
+  fi
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import multiworld_native' 2>/dev/null; then
+    (cd "$here/python" && MW_CHAOS="$build/bin/mwchaos" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+       -o junit_logging=system-out --junitxml "$out/junit/run$i-python.xml" \
+       tests/test_examples.py::test_pipeline_serving_scenario tests/test_fault.py tests/test_exit.py \
+       >"$out/run$i-python.log" 2>&1) || failed=1
+    record "$i" "$out/junit/run$i-python.xml"
+  fi
+  stop_hogs
+  grep -h "tests passed\|tests failed" "$out/run$i-labels.log" "$out/run$i-runtime.log" 2>/dev/null | sed 's/^/   /'
+  tail -n 1 "$out/run$i-python.log" 2>/dev/null | sed 's/^/   python: /'
+done
+table
+exit $failed
