@@ -208,15 +208,16 @@ void Telemetry::write(const std::string& text) {
 
 void Telemetry::checkReady() {
   if (ready_) return;
+  // A world counts once its `created` line is out, not merely once it is healthy: a world turns
+  // healthy a moment before its event reaches the queue, and `ready` must follow every world's
+  // `created` (seen beside two CPU hogs: ready, then the second world's created).
+  const auto up = [&](const std::string& w) {
+    return created_.count(w) > 0 && source_.worldState(w).second;
+  };
   bool all = !ready_worlds_.empty();
-  for (const auto& w : ready_worlds_) all = all && source_.worldState(w).second;
+  for (const auto& w : ready_worlds_) all = all && up(w);
   if (ready_worlds_.empty()) {
-    std::vector<std::string> names;
-    {
-      std::lock_guard lock(mu_);
-      for (const auto& [name, c] : counters_) names.push_back(name);
-    }
-    for (const auto& w : names) all = all || source_.worldState(w).second;
+    for (const auto& w : created_) all = all || up(w);
   }
   if (!all) return;
   ready_ = true;
@@ -294,6 +295,7 @@ void Telemetry::run(std::stop_token stop) {
       if (e->kind == WorldEvent::Kind::kCreated) {
         counters(e->world);
         detail = source_.joinedWith(e->world, e->generation);
+        created_.insert(e->world);
       }
       write(telemetry_lines::event(monotonicNs(e->at), e->world, e->kind, e->generation,
                                    e->broken ? e->broken->cause : Cause::kNone,

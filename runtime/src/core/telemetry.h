@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,6 +118,7 @@ class Telemetry {
   const std::chrono::milliseconds window_;
   std::shared_ptr<Subscription> events_;
   bool ready_ = false;   // telemetry thread only
+  std::set<std::string> created_;  // telemetry thread only: worlds whose `created` was written
   bool broken_ = false;  // telemetry thread only: a write failed, nothing more is written
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<TrafficCounters>> counters_;  // GUARDED_BY(mu_)
