@@ -188,6 +188,15 @@ ThroughputJudgement judgeThroughput(const ThroughputEvidence& e, double bar) {
     return {VerdictStatus::kInconclusive, "without any fault this run's throughput moved as much: the control " +
                                 fmt("%.2f", e.control) + " is below the bar " + fmt("%.2f", bar)};
   }
+  // A control that rose by as much is the same evidence: the fault-free stretch moved past the
+  // bar's margin on its own, and an inflated "before" makes any "after" look like a drop (seen
+  // beside two CPU hogs: controls of 1.17 and 1.18 under bars of 0.97 and 0.90).
+  if (bar > 0 && e.control > 1 / bar) {
+    return {VerdictStatus::kInconclusive,
+            "without any fault this run's throughput moved as much: the control " +
+                fmt("%.2f", e.control) + " rose past " + fmt("%.2f", 1 / bar) +
+                " (the bar's margin, upwards)"};
+  }
   const CpuStretch &b = e.cpu_before, &a = e.cpu_after;
   if (!std::isnan(b.share) && !std::isnan(a.share) && !std::isnan(b.outside) &&
       !std::isnan(a.outside) && a.share < b.share - kShareDrop &&

@@ -56,9 +56,9 @@ ThroughputEvidence measureThroughput(const Scenario& s, const RunRecord& r,
 
 // The three-way judgement of `e` against `bar` (>= bar passes):
 //   pass          the ratio's whole interval is at or above the bar;
-//   fail          its whole interval is below the bar, the control kept the bar (this run's
-//                 throughput held without a fault), and the survivors did not lose CPU to load
-//                 from outside the scenario;
+//   fail          its whole interval is below the bar, the control stayed within the bar's
+//                 margin both ways (bar <= control <= 1/bar: this run's throughput held without a
+//                 fault), and the survivors did not lose CPU to load from outside the scenario;
 //   inconclusive  otherwise; `why` says which evidence was missing.
 struct ThroughputJudgement {
   VerdictStatus status = VerdictStatus::kInconclusive;  // pass | fail | inconclusive

@@ -136,6 +136,22 @@ TEST_CASE("a drop is inconclusive when the control moved as much", "[harness][th
   CHECK(v.evidence.at("control") == Approx(0.5).margin(0.05));
 }
 
+TEST_CASE("a drop is inconclusive when the control rose past the bar's margin",
+          "[harness][throughput]") {
+  // Without any fault the throughput doubled (from 2 s): an inflated "before" stretch makes the
+  // unchanged "after" look like a drop. Seen beside two CPU hogs as false failures.
+  auto l = scenario(0.9);
+  auto r = record({[](double t, int i) {
+    return kRate * wiggle(i) * (t > 2 && t <= 3 ? 2 : 1);
+  }});
+  auto all = evaluate(l.scenario, r);
+  const Verdict& v = throughputVerdict(all);
+  INFO(v.message);
+  CHECK(v.evidence.at("ratio_hi") < 0.9);
+  CHECK(v.status == VerdictStatus::kInconclusive);
+  CHECK(v.message.find("rose past 1.11") != std::string::npos);
+}
+
 TEST_CASE("a drop is inconclusive when the machine took the survivors' CPU",
           "[harness][throughput]") {
   auto l = scenario(0.9);
