@@ -1,16 +1,19 @@
--- 50 ms of delay on host h2 (worker b) from 2 s. With netem the kernel delays b's packets; without
+-- 50 ms of delay on host h2 (worker b) from 3 s. With netem the kernel delays b's packets; without
 -- it (these machines) the harness delays each of b's operations by 50 ms through the runtime's
 -- mw/gloo/delay failpoint. Either way w2 slows to at most 20 operations a second and nothing
 -- breaks; w1 keeps its throughput.
 local worlds, roles = star { workers = { "a", "b" }, hosts = true, world = { heartbeat = "1s" } }
 scenario {
   name = "50 ms of delay on one host",
-  description = "delay(h2, 50ms) at 2 s: w2 drops to <= 20 operations per second; no world breaks.",
-  duration = "4s",
+  description = "delay(h2, 50ms) at 3 s: w2 drops to <= 20 operations per second; no world breaks.",
+  -- The fault comes at 3 s, after 2 s of measured traffic: beside two CPU hogs a survivor's
+  -- throughput moves by +-40% in phases of about a second, and a 1 s "before" stretch (the fault at
+  -- 2 s) was one phase, which failed this verdict 7 times in 5 runs of tests/flake_hunt.sh.
+  duration = "5s",
   worlds = worlds,
   roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "16KiB" } },
-  timeline = { at("2s", delay("h2", "50ms")) },
+  timeline = { at("3s", delay("h2", "50ms")) },
   expect = {
     broken = {},
     throughput = { throughput_kept { world = "w1", ratio = 0.9 } },
@@ -18,8 +21,8 @@ scenario {
       local s = run.series.w2.leader
       local before, after, nb, na = 0, 0, 0, 0
       for i, t in ipairs(s.t_s) do
-        if t > 1 and t <= 2 then before, nb = before + s.ops[i], nb + 1 end
-        if t > 2.3 and t <= 4 then after, na = after + s.ops[i], na + 1 end
+        if t > 1 and t <= 3 then before, nb = before + s.ops[i], nb + 1 end
+        if t > 3.3 and t <= 5 then after, na = after + s.ops[i], na + 1 end
       end
       local rb, ra = before / (nb * 0.1), after / (na * 0.1)
       return rb > 50 and ra <= 21,

@@ -1,4 +1,4 @@
--- Three simulated hosts. At 2 s host h2 (worker b) is cut off silently: its packets are dropped
+-- Three simulated hosts. At 3 s host h2 (worker b) is cut off silently: its packets are dropped
 -- both ways, nothing is closed. w2 must break at the leader within its heartbeat timeout + 250 ms;
 -- w1 (leader and a, on h0 and h1) is not touched.
 local worlds, roles = star {
@@ -8,12 +8,15 @@ local worlds, roles = star {
 }
 scenario {
   name = "a silent partition isolates one worker",
-  description = "iptables DROP between h2 and the other hosts at 2 s; w2 heartbeat 500 ms.",
-  duration = "4s",
+  description = "iptables DROP between h2 and the other hosts at 3 s; w2 heartbeat 500 ms.",
+  -- The fault comes at 3 s, after 2 s of measured traffic: beside two CPU hogs a survivor's
+  -- throughput moves by +-40% in phases of about a second, and a 1 s "before" stretch (the fault at
+  -- 2 s) was one phase, which failed this verdict 7 times in 5 runs of tests/flake_hunt.sh.
+  duration = "5s",
   worlds = worlds,
   roles = roles,
   traffic = { gather_to_leader { worlds = { "w1", "w2" }, bytes = "256KiB" } },
-  timeline = { at("2s", partition { a = { "h2" }, b = { "h0", "h1" } }) },
+  timeline = { at("3s", partition { a = { "h2" }, b = { "h0", "h1" } }) },
   expect = {
     broken = { "w2" },
     detected_within = "750ms",
