@@ -94,7 +94,6 @@ std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
   {
     std::lock_guard lock(mu_);
     if (aborted_ || !ctx_) throw AbortedError{};
-    ctx = ctx_;
     for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
       if ((*it)->data() == ptr && (*it)->bytes() == bytes) {
         auto b = std::move(*it);
@@ -102,6 +101,7 @@ std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
         return b;
       }
     }
+    ctx = ctx_;  // only a new buffer needs the context: reuse, the common case, never copies it
   }
   auto ub = ctx->createUnboundBuffer(ptr, bytes);
   std::lock_guard lock(mu_);
