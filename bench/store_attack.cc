@@ -12,6 +12,15 @@
 // Targets: the world forms, the joins meet their deadline, nothing breaks, and the process's
 // resident memory grows by less than --rss-budget-mb. Informational: all_reduce rate under
 // attack vs in the same process before the attack, the attackers' counts.
+//
+// --tokenless: the world has no token, so every local process may use its store (what a store
+// without a token can promise: docs/store-protocol.md, "Without a token"); instead of the wrong
+// proofs, two attacks that only a store without a token (or a client holding its token) allows:
+//   - unread:    one client stores a --value-mib value, then --unread sockets GET it and never
+//                read the reply (re-opened when the store closes them);
+//   - flood:     --flood sockets that send HELLO and hold their connection (re-opened when closed),
+//                past the store's 4,096 connections;
+// all under an address-space limit of --address-space-gb, as the probe that found them ran.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -34,7 +43,8 @@ namespace mwb {
 
 const char* const kStoreAttackHelp =
     "mw_bench store-attack [--seconds S] [--idle N] [--slow N] [--rss-budget-mb MB]\n"
-    "                      [--json PATH] [--strict]\n"
+    "                      [--tokenless [--unread N] [--value-mib M] [--flood N]\n"
+    "                       [--address-space-gb G]] [--json PATH] [--strict]\n"
     "\n"
     "A world of 3 members (in this process, random token) forms and all_reduces 256 KiB for\n"
     "--seconds (default 20) while its store is attacked by clients without the token: --idle\n"
@@ -43,6 +53,13 @@ const char* const kStoreAttackHelp =
     "world forms. Targets: the world forms and stays healthy, ranks 1 and 2 join within their\n"
     "10 s deadline, resident memory grows by less than --rss-budget-mb (default 64).\n"
     "\n"
+    "  --tokenless   the world has no token: instead of wrong proofs, --unread sockets (default\n"
+    "                300) GET a --value-mib value (default 15) and never read the reply, and\n"
+    "                --flood sockets (default 4200) send HELLO and hold on; the process runs "
+    "under\n"
+    "                an address-space limit of --address-space-gb (default 3), and the memory\n"
+    "                target becomes the store's budget (256 MiB) plus --rss-budget-mb (default\n"
+    "                then 128)\n"
     "  --json PATH   write the figures\n"
     "  --strict      exit 1 when a target is missed\n";
 
@@ -89,18 +106,57 @@ std::string u32le(uint32_t v) {
   return s;
 }
 
-// HELLO (type 1): i64 version 2, string client_nonce (docs/store-protocol.md).
+// HELLO (type 1): i64 version 3, string client_nonce (docs/store-protocol.md).
 std::string helloFrame() {
   std::string p(1, '\x01');
-  p += std::string("\x02\0\0\0\0\0\0\0", 8);
+  p += std::string("\x03\0\0\0\0\0\0\0", 8);
   p += u32le(32) + std::string(32, 'n');
+  return u32le(static_cast<uint32_t>(p.size())) + p;
+}
+
+// GET (type 3): string key, i64 timeout_ms 0.
+std::string getFrame(const std::string& key) {
+  std::string p(1, '\x03');
+  p += u32le(static_cast<uint32_t>(key.size())) + key + std::string(8, '\0');
   return u32le(static_cast<uint32_t>(p.size())) + p;
 }
 
 struct Counts {
   std::atomic<long> idle_closed{0}, slow_closed{0}, oversized_closed{0}, auth_refused{0};
+  std::atomic<long> unread_closed{0}, flood_closed{0};
   std::atomic<long> connect_failed{0};
 };
+
+// Keeps `n` connections open, each sent `greeting` once when it opens (and, with a small receive
+// buffer, never read): re-opens those the store closes, counting them in `closed`.
+void holdAttack(uint16_t port, int n, const std::string& greeting, bool small_rcvbuf,
+                std::atomic<long>& closed, Counts& c, const std::atomic<bool>& stop) {
+  std::vector<int> fds(static_cast<size_t>(n), -1);
+  while (!stop) {
+    for (int& fd : fds) {
+      if (stop) break;
+      if (fd >= 0 && closedByServer(fd)) {
+        ::close(fd);
+        fd = -1;
+        ++closed;
+      }
+      if (fd >= 0) continue;
+      if ((fd = connectTo(port)) < 0) {
+        ++c.connect_failed;
+        continue;
+      }
+      if (small_rcvbuf) {
+        int bytes = 4096;
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+      }
+      ::send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+}
 
 void idleAttack(uint16_t port, int n, Counts& c, const std::atomic<bool>& stop) {
   std::vector<int> fds(static_cast<size_t>(n), -1);
@@ -240,20 +296,38 @@ double allReduceRate(std::vector<mw::Communicator*>& comms, Clock::duration d,
 }  // namespace
 
 int runStoreAttack(int argc, char** argv, int first) {
-  Flags fl(argc, argv, first, {"--seconds", "--idle", "--slow", "--rss-budget-mb", "--json"},
-           {"--strict"});
+  Flags fl(argc, argv, first,
+           {"--seconds", "--idle", "--slow", "--rss-budget-mb", "--json", "--unread", "--value-mib",
+            "--flood", "--address-space-gb"},
+           {"--strict", "--tokenless"});
+  const bool tokenless = fl.has("--tokenless");
   const long secs = fl.integer("--seconds", 20, 1, 3600);
   const int idle = static_cast<int>(fl.integer("--idle", 500, 0, 100000));
   const int slow = static_cast<int>(fl.integer("--slow", 100, 0, 100000));
-  const long budget_mb = fl.integer("--rss-budget-mb", 64, 1, 1 << 20);
+  const int unread = static_cast<int>(fl.integer("--unread", tokenless ? 300 : 0, 0, 100000));
+  const long value_mib = fl.integer("--value-mib", 15, 1, 15);
+  const int flood = static_cast<int>(fl.integer("--flood", tokenless ? 4200 : 0, 0, 100000));
+  const long as_gb = fl.integer("--address-space-gb", tokenless ? 3 : 0, 0, 1 << 20);
+  // Without a token the store may be made to hold its whole budget: the target counts it.
+  const long store_budget_mb = tokenless ? 256 : 0;
+  const long budget_mb =
+      store_budget_mb + fl.integer("--rss-budget-mb", tokenless ? 128 : 64, 1, 1 << 20);
   const std::string json = fl.str("--json", "");
+  if ((unread > 0 || flood > 0) && !tokenless) {
+    throw UsageError("--unread and --flood need --tokenless (a store with a token refuses them)");
+  }
+  if (as_gb > 0) {
+    // As the probe that found the unread-reply attack ran rank 0: past it, std::bad_alloc.
+    rlimit as{static_cast<rlim_t>(as_gb) << 30, static_cast<rlim_t>(as_gb) << 30};
+    if (::setrlimit(RLIMIT_AS, &as) != 0) throw BenchError("cannot limit the address space");
+  }
   // Room for the attackers' sockets and the server's ends of them.
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &lim);
 
-  auto token = mw::randomStoreToken();
+  auto token = tokenless ? mw::Result<std::string>(std::string()) : mw::randomStoreToken();
   if (!token.ok()) throw BenchError(token.status().message());
   mw::WorldManager m0, m1, m2;
   mw::Communicator c0(m0), c1(m1), c2(m2);
@@ -270,7 +344,20 @@ int runStoreAttack(int argc, char** argv, int first) {
   attackers.emplace_back(idleAttack, *port, idle, std::ref(counts), std::cref(stop));
   attackers.emplace_back(slowAttack, *port, slow, std::ref(counts), std::cref(stop));
   attackers.emplace_back(oversizedAttack, *port, std::ref(counts), std::cref(stop));
-  attackers.emplace_back(badAuthAttack, *port, std::ref(counts), std::cref(stop));
+  if (!tokenless) attackers.emplace_back(badAuthAttack, *port, std::ref(counts), std::cref(stop));
+  if (unread > 0) {
+    auto client = mw::StoreClient::connect({"127.0.0.1", *port}, "", mw::deadlineIn(10s));
+    if (!client.ok()) throw BenchError("storing the large value: " + client.status().message());
+    mw::Status set = (*client)->set("big", std::string(static_cast<size_t>(value_mib) << 20, 'v'),
+                                    mw::deadlineIn(10s));
+    if (!set.ok()) throw BenchError("storing the large value: " + set.message());
+    attackers.emplace_back(holdAttack, *port, unread, helloFrame() + getFrame("big"), true,
+                           std::ref(counts.unread_closed), std::ref(counts), std::cref(stop));
+  }
+  if (flood > 0) {
+    attackers.emplace_back(holdAttack, *port, flood, helloFrame(), false,
+                           std::ref(counts.flood_closed), std::ref(counts), std::cref(stop));
+  }
   std::atomic<bool> sampling{true};
   std::thread sampler([&] {
     while (sampling) {
@@ -315,10 +402,17 @@ int runStoreAttack(int argc, char** argv, int first) {
   const bool joins_ok = formed && join_ms <= 10000;
   const bool rss_ok = rss_growth_mb < static_cast<double>(budget_mb);
 
-  std::printf(
-      "\nstore-attack: %d idle + %d slowloris sockets, 16 MiB frames, wrong proofs, "
-      "a stale rank; %ld s\n",
-      idle, slow, secs);
+  if (tokenless) {
+    std::printf(
+        "\nstore-attack --tokenless: %d idle + %d slowloris sockets, 16 MiB frames, %d unread "
+        "GETs of %ld MiB, %d HELLO floods, a stale rank; %ld s, address space %ld GB\n",
+        idle, slow, unread, value_mib, flood, secs, as_gb);
+  } else {
+    std::printf(
+        "\nstore-attack: %d idle + %d slowloris sockets, 16 MiB frames, wrong proofs, "
+        "a stale rank; %ld s\n",
+        idle, slow, secs);
+  }
   std::printf("  world formed, ranks 1-2 joined in   %7.0f ms  target <= 10000     %s\n", join_ms,
               verdict(joins_ok));
   std::printf("  healthy to the end, 0 failed ops    %7s     target yes         %s\n",
@@ -328,10 +422,11 @@ int runStoreAttack(int argc, char** argv, int first) {
   std::printf("  all_reduce 256 KiB/s under attack   %7.1f   (after it: %.1f, ratio %.2f)\n",
               attacked_rate, quiet_rate, quiet_rate > 0 ? attacked_rate / quiet_rate : 0.0);
   std::printf(
-      "  closed by the store: idle %ld, slowloris %ld; oversized %ld, wrong proofs %ld; "
-      "connects refused %ld\n",
+      "  closed by the store: idle %ld, slowloris %ld; oversized %ld, wrong proofs %ld; unread "
+      "%ld, flood %ld; connects refused %ld\n",
       counts.idle_closed.load(), counts.slow_closed.load(), counts.oversized_closed.load(),
-      counts.auth_refused.load(), counts.connect_failed.load());
+      counts.auth_refused.load(), counts.unread_closed.load(), counts.flood_closed.load(),
+      counts.connect_failed.load());
 
   Json doc = Json::object();
   doc.set("benchmark", "store-attack").set("host", hostJson());
@@ -347,7 +442,15 @@ int runStoreAttack(int argc, char** argv, int first) {
       .set("idle_closed", static_cast<double>(counts.idle_closed))
       .set("slow_closed", static_cast<double>(counts.slow_closed))
       .set("oversized_closed", static_cast<double>(counts.oversized_closed))
-      .set("auth_refused", static_cast<double>(counts.auth_refused));
+      .set("auth_refused", static_cast<double>(counts.auth_refused))
+      .set("tokenless", tokenless)
+      .set("unread", static_cast<double>(unread))
+      .set("value_mib", static_cast<double>(value_mib))
+      .set("flood", static_cast<double>(flood))
+      .set("address_space_gb", static_cast<double>(as_gb))
+      .set("rss_target_mib", static_cast<double>(budget_mb))
+      .set("unread_closed", static_cast<double>(counts.unread_closed))
+      .set("flood_closed", static_cast<double>(counts.flood_closed));
   writeJson(json, doc);
   (void)stale_join.wait(mw::deadlineIn(1s));
   return (!joins_ok || !healthy || !rss_ok) && strict(argc, argv, first) ? 1 : 0;

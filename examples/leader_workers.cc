@@ -86,8 +86,14 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// The worlds' shared secret, which the leader makes and its workers inherit: a store without one
+// serves any local process (docs/store-protocol.md, "Without a token").
+constexpr const char* kTokenVariable = "MW_EXAMPLE_STORE_TOKEN";
+
 mw::WorldOptions worldOptions(int n, int rank, uint16_t port, int heartbeat_ms) {
   mw::WorldOptions o;
+  const char* token = std::getenv(kTokenVariable);
+  o.token = token ? token : "";
   o.name = "world" + std::to_string(n);
   o.rank = rank;
   o.size = 2;
@@ -146,6 +152,12 @@ int runLeader(const char* self, const Args& a) {
   mw::WorldManager m;
   mw::Communicator c(m);
   auto events = m.subscribe();
+  auto token = mw::randomStoreToken();
+  if (!token.ok()) {
+    std::fprintf(stderr, "leader: %s\n", token.status().toString().c_str());
+    return 3;
+  }
+  ::setenv(kTokenVariable, token->c_str(), 1);  // before the workers are spawned
   std::vector<mw::Work> joins;
   std::vector<pid_t> workers;
   for (int n = 1; n <= 2; ++n) {

@@ -35,6 +35,8 @@ async def worker(world_name, port):
 
 
 async def leader():
+    # The worlds' shared secret: the compat layer reads MW_STORE_TOKEN, which the workers inherit.
+    os.environ.setdefault("MW_STORE_TOKEN", os.urandom(16).hex())
     world_manager = WorldManager()
     loop = asyncio.get_running_loop()
     workers = {}

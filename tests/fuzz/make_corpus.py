@@ -16,7 +16,7 @@ def keys(*ks): return u32(len(ks)) + b''.join(s(k) for k in ks)
 
 
 PAYLOADS = {
-    'hello': u8(1) + i64(2) + s(b'n' * 32),
+    'hello': u8(1) + i64(3) + s(b'n' * 32),
     'set': u8(2) + s(b'k') + s(b'value'),
     'get': u8(3) + s(b'k') + i64(50),
     'wait': u8(4) + keys(b'a', b'b') + i64(20),
@@ -28,6 +28,8 @@ PAYLOADS = {
     'heartbeat': u8(10),
     'broken': u8(11) + u8(4) + s(b'why'),
     'auth': u8(12) + s(b'p' * 32),
+    'formed': u8(13),
+    'member_client': u8(14) + s(b'fuzz') + i64(4) + i64(2),
     'ok': u8(64),
     'value': u8(65) + s(b'v'),
     'bool': u8(66) + u8(1),
@@ -55,7 +57,7 @@ for name, p in PAYLOADS.items():
     write('fuzz_wire', name, p)
 write('fuzz_wire', 'stream', b''.join(frame(PAYLOADS[n]) for n in ('set', 'get', 'ping')))
 
-P = PAYLOADS
+P = dict(PAYLOADS, get_big=u8(3) + s(b'fuzz/big') + i64(0))
 SEQUENCES = {
     # flag byte: bit 0 the token server, bit 1 a real greeting first
     'kv_open': (0, ['hello', 'set', 'get', 'wait', 'check', 'add', 'compare_set', 'delete']),
@@ -67,6 +69,11 @@ SEQUENCES = {
     'auth_early': (1, ['auth']),
     'before_hello': (0, ['set']),
     'reply_types': (2, ['ok', 'ping', 'notice']),
+    'member_formed': (0, ['hello', 'member_join', 'formed', 'broken']),
+    'member_client': (0, ['hello', 'member_client', 'set', 'get']),
+    # bit 2: a client that never reads its replies, asking for the 60 KiB value again and again
+    'unread_gets': (4, ['hello'] + ['get_big'] * 40),
+    'unread_gets_greeted': (6, ['get_big'] * 40),
 }
 for name, (flag, seq) in SEQUENCES.items():
     write('fuzz_store_server', name, u8(flag) + b''.join(frame(P[n]) for n in seq))

@@ -205,7 +205,7 @@ TEST_CASE("the store's input budget closes the connection holding the most",
     ++refused;
     auto error = firstError(bytes);
     CHECK(error.code == Code::kUnavailable);
-    CHECK_THAT(error.message, Catch::Contains("over its input budget of 204800 bytes"));
+    CHECK_THAT(error.message, Catch::Contains("over its budget of 204800 bytes"));
   }
   CHECK(refused >= 1);
   CHECK(refused <= 2);

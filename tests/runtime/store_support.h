@@ -56,6 +56,12 @@ inline std::unique_ptr<MemberLink> joinAs(const StoreServer& server, int rank,
   return std::move(link).value();
 }
 
+// Says FORMED on each link, as a member's watchdog does once its world is healthy: from then on
+// the store announces their losses and acts on their reports.
+inline void formAll(std::initializer_list<MemberLink*> links) {
+  for (MemberLink* link : links) REQUIRE(link->formed().ok());
+}
+
 // A raw TCP connection for feeding the server bytes that no well-behaved client sends.
 class RawConn {
  public:

@@ -38,6 +38,8 @@ TEST_CASE("wire round-trips every message type", "[runtime][store]") {
                               store::msg::Heartbeat{},
                               store::msg::Broken{Cause::kOpTimeout, "why"},
                               store::msg::Auth{std::string(32, 'p')},
+                              store::msg::Formed{},
+                              store::msg::MemberClient{"w", 4, 2},
                               store::msg::Ok{},
                               store::msg::Value{"v"},
                               store::msg::Bool{true},
@@ -392,7 +394,8 @@ TEST_CASE("member death is announced to the others", "[runtime][store]") {
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   auto one = joinAs(*server, 1);
-  auto two = joinAs(*server, 2);  // the world has formed
+  auto two = joinAs(*server, 2);
+  formAll({zero.get(), one.get(), two.get()});  // the world has formed
   auto start = Clock::now();
   two.reset();  // closes the socket as a process exit would
   auto notice = awaitNotice(*zero, {zero.get(), one.get()}, in(2000));
@@ -415,6 +418,7 @@ TEST_CASE("a silent member is declared lost on time", "[runtime][store]") {
   auto server = startServer(options);
   auto zero = joinAs(*server, 0, "w1", 2);
   auto one = joinAs(*server, 1, "w1", 2);
+  formAll({zero.get(), one.get()});
   auto joined = Clock::now();
   REQUIRE(zero->heartbeatInterval() == milliseconds(20));
   auto notice = awaitNotice(*zero, {zero.get()}, in(3000));  // rank 1 never heartbeats
@@ -445,6 +449,7 @@ TEST_CASE("reportBroken reaches the other members", "[runtime][store]") {
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   auto one = joinAs(*server, 1);
+  formAll({zero.get(), one.get()});
   REQUIRE(one->reportBroken(Cause::kOpTimeout, "all_reduce timed out").ok());
   auto notice = awaitNotice(*zero, {zero.get(), one.get()}, in(2000));
   REQUIRE(notice.ok());
@@ -458,6 +463,7 @@ TEST_CASE("reportBroken reaches the other members", "[runtime][store]") {
   CHECK(one->sendHeartbeat().ok());
   // A report sent just before the process exits is still delivered, then the death.
   auto two = joinAs(*server, 2);
+  formAll({two.get()});
   REQUIRE(two->reportBroken(Cause::kInjected, "last words").ok());
   two.reset();
   NoticeReader reader(*zero);

@@ -20,6 +20,9 @@ What differs, and why:
   (one waiting thread per pending operation, the GIL released).
 * ``port``: rank 0 hosts the world's store there (as the original's TCPStore did); ``-1`` or
   ``0`` lets rank 0 pick a free port (``manager.store_port(name)`` gives it, for the others).
+* ``token`` (an added keyword, default: the ``MW_STORE_TOKEN`` environment variable): the world's
+  shared secret, which every member must present to its store. Without one, any local process can
+  reach the store (docs/store-protocol.md, "Without a token"); give one on any shared machine.
 * A broken world raises ``BrokenWorldException`` (also a :class:`BrokenWorldError`, with the
   native fields ``world``, ``cause``, ``rank``, ``detected_at``), the world is removed, and its
   name is free for ``initialize_world`` again (the original could not reuse a name).
@@ -166,15 +169,19 @@ class WorldManager:
         return self._communicator
 
     async def initialize_world(self, world_name, rank, world_size, backend="gloo",
-                               addr="127.0.0.1", port=-1, timeout=30, device=None):
-        """Joins the world (a coroutine). Rank 0 hosts its store at ``addr:port``."""
+                               addr="127.0.0.1", port=-1, timeout=30, device=None,
+                               token=None):
+        """Joins the world (a coroutine). Rank 0 hosts its store at ``addr:port``; ``token``
+        (default: ``$MW_STORE_TOKEN``, if set) is the secret every member presents to it."""
         self._drop_pending(world_name)  # a broken generation of the name, if not removed yet
         dev = None
         if backend == "nccl" and device is not None:
             dev = str(device)
         work = self._native.initialize_world(
             world_name, rank, world_size, backend=backend, addr=addr,
-            port=max(int(port), 0), timeout=timeout, device=dev, async_op=True)
+            port=max(int(port), 0), timeout=timeout, device=dev,
+            token=token if token is not None else os.environ.get("MW_STORE_TOKEN") or None,
+            async_op=True)
         await work
         self._communicator.add_world(world_name, backend)
 

@@ -45,6 +45,10 @@ struct StoreServerOptions {
   uint16_t port = 0;               // 0 picks a free port (see StoreServer::port())
   std::string token;               // when non-empty every client must present it first
   size_t max_frame_bytes = kDefaultMaxFrameBytes;  // larger frames are refused, connection closed
+  // Open connections at most. While ranks of the hosted world have not joined, the last two per
+  // such rank are kept for connections that claim a member's place (its link or its key-value
+  // client); a connection admitted there must do so before anything else (store-protocol.md,
+  // "Without a token"). A world's own store raises it to 2 * size + 64 when that is more.
   size_t max_connections = 4096;
   // Membership of the world this store hosts. world_size 0 disables MemberLinks.
   std::string world_name;
@@ -57,9 +61,19 @@ struct StoreServerOptions {
   // the oldest is closed, or the newest while the oldest is younger than 50 ms).
   std::chrono::milliseconds handshake_timeout{10000};  // 1 ms .. 30 days
   size_t max_handshaking = 64;                         // >= 1
-  // Input buffered for all connections together. Over it, the connection holding the most is
-  // closed with ERROR unavailable; the store and its other connections live on.
+  // Memory held for all connections together: the requests they sent that are not yet served,
+  // and the replies queued for them that they have not yet read. Over it, the connection whose
+  // reply has waited longest unread is closed (or, when no reply waits, the one holding the
+  // most), with ERROR unavailable when the stream allows; the store and the others live on.
   size_t max_buffered_bytes = size_t{256} << 20;  // >= max_frame_bytes + 4
+};
+
+// What a store holds now, for monitoring and tests.
+struct StoreServerStats {
+  size_t buffered_bytes = 0;        // counted against max_buffered_bytes now
+  size_t peak_buffered_bytes = 0;   // the most ever counted
+  size_t connections = 0;           // open connections
+  uint64_t closed_over_budget = 0;  // connections closed to keep within max_buffered_bytes
 };
 
 // A fresh random store token: 64 hex digits (32 bytes from the operating system's generator,
@@ -77,6 +91,8 @@ class StoreServer {
 
   // The bound port (the chosen one when options.port was 0).
   virtual uint16_t port() const = 0;
+  // A snapshot of the store's memory and connections; any thread, never blocks.
+  virtual StoreServerStats stats() const = 0;
   // Stops the thread and closes every socket. Blocks until the thread has joined.
   virtual void stop() = 0;
 };

@@ -78,13 +78,16 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
     so.world_name = o.name;
     so.world_size = o.size;
     so.heartbeat_timeout = o.heartbeat_timeout;
+    // Each member holds two connections (its link and its key-value client), kept room for
+    // until it joins: a world of any size fits, with room for other clients beside.
+    so.max_connections = std::max(so.max_connections, 2 * static_cast<size_t>(o.size) + 64);
     auto server = StoreServer::start(so);
     if (!server.ok()) return server.status();
     server_ = std::move(server).value();
     addr.port = server_->port();
     store_port_.store(addr.port);
   }
-  auto client = StoreClient::connect(addr, o.token, deadline, o.name);
+  auto client = connectMemberClient(addr, o.token, o.name, o.size, o.rank, deadline, o.name);
   if (!client.ok()) return client.status();
   client_ = std::move(client).value();
   auto link =

@@ -2,13 +2,14 @@
 // socket is only used without blocking: heartbeats and BROKEN reports go through a small output
 // buffer (a partial write is finished on the next call, so the frame stream stays intact), and
 // readNotices parses whatever complete frames have arrived.
+#include "store/member_link.h"
+
 #include <sys/socket.h>
 
 #include <cstdint>
 
 #include "core/failpoint.h"
 #include "multiworld/store.h"
-#include "store/member_link.h"
 #include "store/socket.h"
 #include "store/wire.h"
 
@@ -62,7 +63,20 @@ class Link final : public MemberLink {
     return error_;
   }
 
-  Status leave() override { return reportBroken(Cause::kPeerLeft, "left the world"); }
+  Status formed() override {
+    if (!error_.ok() || formed_sent_) return error_;
+    formed_sent_ = true;
+    io_.queue(encodeFrame(msg::Formed{}));
+    flush();
+    return error_;
+  }
+
+  Status leave() override {
+    // A member that leaves was in a formed world (it was healthy): said first, so that the
+    // others hear of its leaving even if the watchdog had not said so yet.
+    formed().ignore();
+    return reportBroken(Cause::kPeerLeft, "left the world");
+  }
 
   Result<std::vector<MemberNotice>> readNotices() override {
     if (!error_.ok()) return error_;
@@ -111,27 +125,11 @@ class Link final : public MemberLink {
   const milliseconds interval_;
   const milliseconds timeout_;
   Status error_;  // sticky: the first failure
+  bool formed_sent_ = false;
   Clock::time_point last_heard_{};
   detail::FailPoint heartbeat_point_;
   detail::FailPoint link_point_;
 };
-
-Result<msg::JoinOk> sendJoin(int fd, const std::string& world, int size, int rank,
-                             milliseconds heartbeat_timeout, Deadline deadline) {
-  MW_RETURN_IF_ERROR(sendAll(
-      fd, encodeFrame(msg::MemberJoin{world, size, rank, heartbeat_timeout.count()}), deadline));
-  auto payload = recvFrame(fd, kMaxReplyBytes, deadline);
-  if (!payload.ok()) return payload.status();
-  auto reply = decodePayload(*payload);
-  if (!reply.ok()) return reply.status();
-  if (auto* e = std::get_if<msg::Error>(&*reply)) return Status(e->code, e->message);
-  auto* ok = std::get_if<msg::JoinOk>(&*reply);
-  if (ok == nullptr || ok->heartbeat_interval_ms <= 0 || ok->heartbeat_timeout_ms <= 0) {
-    return Status(Code::kIoError, std::string("unexpected ") + msgTypeName(typeOf(*reply)) +
-                                      " reply to MEMBER_JOIN");
-  }
-  return *ok;
-}
 
 }  // namespace
 }  // namespace store
@@ -144,13 +142,21 @@ Result<std::unique_ptr<MemberLink>> MemberLink::join(const StoreAddress& address
   if (world.size() > store::kMaxKeyBytes) {
     return Status(Code::kInvalidArgument, "world name is longer than 4096 bytes");
   }
-  auto fd = store::connectAndGreet(address, token, deadline);
-  if (!fd.ok()) return fd.status();
-  auto joined = store::sendJoin(fd->get(), world, size, rank, heartbeat_timeout, deadline);
-  if (!joined.ok()) {
-    Status s = joined.status();
+  auto failed = [&](const Status& s) {
     return Status(s.code(), "joining world '" + world + "' as rank " + std::to_string(rank) +
                                 " at store " + address.str() + ": " + s.message());
+  };
+  store::Message reply;
+  auto fd = store::connectAsMember(
+      address, token, store::msg::MemberJoin{world, size, rank, heartbeat_timeout.count()},
+      deadline, &reply);
+  if (!fd.ok()) return failed(fd.status());
+  auto* joined = std::get_if<store::msg::JoinOk>(&reply);
+  if (joined == nullptr || joined->heartbeat_interval_ms <= 0 ||
+      joined->heartbeat_timeout_ms <= 0) {
+    return failed(Status(Code::kIoError, std::string("unexpected ") +
+                                             store::msgTypeName(store::typeOf(reply)) +
+                                             " reply to MEMBER_JOIN"));
   }
   auto link = std::make_unique<store::Link>(
       std::move(*fd), std::chrono::milliseconds(joined->heartbeat_interval_ms),

@@ -23,10 +23,11 @@ struct MemberNotice {
 // one watchdog thread that polls fd(). Thread rules: one thread at a time.
 class MemberLink {
  public:
-  // Connects (retrying refused connections until `deadline`), presents `token`, and joins world
-  // `world` of `size` members as `rank`. The server refuses, with kInvalidArgument naming both
-  // values, a different world name or size, a rank outside [0, size), a rank already joined, or a
-  // `heartbeat_timeout` other than the server's (0 takes the server's).
+  // Connects (retrying refused connections, and a store full or closing the connection under a
+  // flood, until `deadline`), presents `token`, and joins world `world` of `size` members as
+  // `rank`. The server refuses, with kInvalidArgument naming both values, a different world name
+  // or size, a rank outside [0, size), a rank already joined, or a `heartbeat_timeout` other than
+  // the server's (0 takes the server's).
   static Result<std::unique_ptr<MemberLink>> join(
       const StoreAddress& address, const std::string& token, const std::string& world, int size,
       int rank, Deadline deadline,
@@ -42,8 +43,13 @@ class MemberLink {
   virtual Status sendHeartbeat() = 0;
   // Tells the server that this member saw the world break. Best effort, never blocks.
   virtual Status reportBroken(Cause cause, const std::string& detail) = 0;
+  // Tells the server that this member's world has formed (it is healthy): from then on the
+  // server announces this link's loss and acts on its reports; before, a member that goes is no
+  // loss. Sent once (later calls do nothing). Best effort, never blocks.
+  virtual Status formed() = 0;
   // Tells the server that this member leaves the world: the others are told kPeerLeft, not
-  // kPeerDied, when the link then closes. Best effort, never blocks; call just before closing.
+  // kPeerDied, when the link then closes. Says formed() first. Best effort, never blocks; call
+  // just before closing.
   virtual Status leave() = 0;
   // Reads what has arrived without blocking and returns the notices in it. Returns kIoError once
   // the server closed the link (rank 0 died or stopped the store) or sent a malformed frame.
@@ -51,5 +57,16 @@ class MemberLink {
   // Monotonic time of the last frame received from the server (join counts).
   virtual Clock::time_point lastHeard() const = 0;
 };
+
+// Connects the key-value client of member `rank` of world `world` (of `size` members): as
+// StoreClient::connect, then claims the connection as that member's (MEMBER_CLIENT), so that it
+// gets the room the store keeps for its members, retrying as MemberLink::join does. The server
+// refuses, with kInvalidArgument, a different world or size, a rank out of range, or a rank whose
+// key-value client is connected already.
+Result<std::unique_ptr<StoreClient>> connectMemberClient(const StoreAddress& address,
+                                                         const std::string& token,
+                                                         const std::string& world, int size,
+                                                         int rank, Deadline deadline,
+                                                         const std::string& failpoint_scope);
 
 }  // namespace mw

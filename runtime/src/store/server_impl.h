@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <deque>
 #include <mutex>
@@ -34,6 +35,9 @@ constexpr size_t kOutHighWater = 1u << 20;  // stop serving a client that does n
 constexpr size_t kInWhileWaiting = 64u << 10;
 constexpr size_t kReadBudget = 1u << 20;  // bytes read from one connection per wake-up
 constexpr int64_t kMaxTimeoutMs = 30LL * 24 * 3600 * 1000;
+// Bound on a frame from a connection admitted into the room kept for members, until it claims a
+// member's place: a MEMBER_JOIN or MEMBER_CLIENT with the longest world name.
+constexpr size_t kMaxClaimFrameBytes = kMaxKeyBytes + 64;
 
 enum class ConnState { kOpen, kLingering, kDead };
 
@@ -57,7 +61,15 @@ struct Conn {
   std::string client_nonce;
   std::string server_nonce;  // non-empty once CHALLENGE was sent
   Clock::time_point accepted_at;
-  size_t counted_in = 0;  // this connection's input as counted in Server::buffered_in_
+  size_t counted_in = 0;   // this connection's input as counted in Server::buffered_
+  size_t counted_out = 0;  // its output queue's memory as counted there
+  // Since when its output has waited without the peer taking any of it (valid while pending).
+  Clock::time_point out_since{};
+  // Admitted into the room kept for the world's members: until it claims a member's place
+  // (MEMBER_JOIN or MEMBER_CLIENT) it counts as a connection in its handshake.
+  bool provisional = false;
+  int client_rank = -1;  // the member whose key-value connection this is (MEMBER_CLIENT), or -1
+  bool formed = false;   // its member sent FORMED: its loss and reports count from then on
   bool write_shut = false;
   int rank = -1;  // member rank, -1 for plain clients
   bool reported_broken = false;
@@ -116,7 +128,8 @@ class Server final : public StoreServer {
         port_(port),
         timeout_(options.heartbeat_timeout),
         interval_(std::max(milliseconds(1), options.heartbeat_timeout / 10)),
-        members_(static_cast<size_t>(options.world_size), 0) {}
+        members_(static_cast<size_t>(options.world_size), 0),
+        clients_(static_cast<size_t>(options.world_size), 0) {}
   ~Server() override { stop(); }
 
   void startThread() {
@@ -124,6 +137,14 @@ class Server final : public StoreServer {
     thread_ = std::jthread([this](const std::stop_token& st) { run(st); });
   }
   uint16_t port() const override { return port_; }
+  StoreServerStats stats() const override {
+    StoreServerStats s;
+    s.buffered_bytes = stat_buffered_.load();
+    s.peak_buffered_bytes = stat_peak_.load();
+    s.connections = stat_connections_.load();
+    s.closed_over_budget = stat_closed_over_budget_.load();
+    return s;
+  }
   void stop() override {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (!thread_.joinable()) return;
@@ -151,9 +172,7 @@ class Server final : public StoreServer {
   void runTimers(Clock::time_point now);
   void checkSilence(Conn& c, Clock::time_point now);
   // Records that member `c` was heard from at `now`.
-  void heard(Conn& c, Clock::time_point now) {
-    c.last_heard = now;
-  }
+  void heard(Conn& c, Clock::time_point now) { c.last_heard = now; }
   // How long member `c` has been silent over time this thread ran on schedule.
   Clock::duration silence(const Conn& c, Clock::time_point now) const {
     return now - c.last_heard - lateness_.since(c.last_heard);
@@ -174,8 +193,17 @@ class Server final : public StoreServer {
   bool evictHandshaking(bool any_age);
   void handshakeTimers(Clock::time_point now);
   Clock::time_point handshakeDeadline() const;
+  bool inHandshake(const Conn& c) const { return !c.authed || c.provisional; }
+  void claimed(Conn& c);
+  size_t reserved() const;
+  // The first checks of MEMBER_JOIN and MEMBER_CLIENT: ERROR invalid_usage when this store hosts
+  // no world or `c` already claimed a rank (false then), else true.
+  bool mayClaim(Conn& c);
+  void onMemberClient(Conn& c, const msg::MemberClient& m);
+  std::string memberError(const std::string& world, int64_t size, int64_t rank) const;
   void account(Conn& c);
   void enforceBudget();
+  Conn* budgetVictim();
   void onCompareSet(Conn& c, const msg::CompareSet& m);
   void startWait(Conn& c, std::vector<std::string> keys, bool is_get, int64_t timeout_ms);
   void endWait(Conn& c);
@@ -184,6 +212,7 @@ class Server final : public StoreServer {
   void onJoin(Conn& c, const msg::MemberJoin& m);
   std::string joinError(const msg::MemberJoin& m) const;
   void onBroken(Conn& c, const msg::Broken& m);
+  void onFormed(Conn& c);
   void flushEvents();
   void reap();
   Conn* find(uint64_t id);
@@ -202,10 +231,14 @@ class Server final : public StoreServer {
   size_t open_conns_ = 0;
   size_t handshaking_ = 0;                // open connections whose handshake is not done
   std::deque<uint64_t> handshake_order_;  // their ids in accept order (closed ones linger here)
-  size_t buffered_in_ = 0;                // input buffered for every connection
+  size_t buffered_ = 0;                   // input buffered and output queued for every connection
+  bool enforcing_ = false;                // enforceBudget() is running (it queues replies itself)
   uint64_t next_id_ = 1;
   KvTable table_;
   std::vector<uint64_t> members_;  // rank -> conn id, 0 when not joined
+  std::vector<uint64_t> clients_;  // rank -> its key-value conn id (MEMBER_CLIENT), 0 when none
+  size_t joined_ = 0;              // ranks with a member link now
+  size_t claimed_clients_ = 0;     // ranks with a key-value connection now
   // Every rank has joined once. Silence is judged only from then on: until the last member comes,
   // the others wait in the world's rendezvous and send nothing on their links.
   bool assembled_ = false;
@@ -214,6 +247,12 @@ class Server final : public StoreServer {
   Clock::time_point next_ping_{};
   detail::LatenessMeter lateness_;
   Clock::time_point accept_paused_until_{};
+
+  // What stats() reports (written by the loop thread only).
+  std::atomic<size_t> stat_buffered_{0};
+  std::atomic<size_t> stat_peak_{0};
+  std::atomic<size_t> stat_connections_{0};
+  std::atomic<uint64_t> stat_closed_over_budget_{0};
 };
 
 // ---- event loop ----

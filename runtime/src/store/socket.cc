@@ -289,14 +289,31 @@ Status FramedConn::flush() {
       return Status(Code::kIoError, "failed: " + errnoText(errno));
     }
   }
+  // Frames sent whole: the next one starts after each header's length.
+  while (frame_start_ < out_sent_) {
+    frame_start_ += kFrameHeaderBytes + loadU32(out_.data() + frame_start_);
+  }
   if (pending() == 0) {
+    // A reply of many megabytes must not stay held by a connection that is idle now.
+    if (out_.capacity() > kKeptOutCapacity) std::string().swap(out_);
     out_.clear();
     out_sent_ = 0;
+    frame_start_ = 0;
   } else if (out_sent_ > (64u << 10)) {
+    // frame_start_ >= out_sent_: the headers still to be read are kept.
     out_.erase(0, out_sent_);
+    frame_start_ -= out_sent_;
     out_sent_ = 0;
   }
   return Status::Ok();
+}
+
+bool FramedConn::dropQueued() {
+  const bool between_frames = frame_start_ == out_sent_;
+  std::string().swap(out_);
+  out_sent_ = 0;
+  frame_start_ = 0;
+  return between_frames;
 }
 
 Status FramedConn::readAvailable(size_t budget, bool keep, size_t* got) {
@@ -412,6 +429,39 @@ Result<Fd> connectAndGreet(const StoreAddress& address, const std::string& token
     auto fd = greetOnce(address, token, deadline, &closed);
     if (fd.ok() || !closed || Clock::now() >= deadline) return fd;
     MW_RETURN_IF_ERROR(pause(std::chrono::milliseconds(10), deadline));
+  }
+}
+
+Result<Fd> connectAsMember(const StoreAddress& address, const std::string& token,
+                           const Message& claim, Deadline deadline, Message* reply) {
+  auto pauseFor = std::chrono::milliseconds(10);
+  Status refused;  // the store's last refusal: the reason when the deadline then passes
+  while (true) {
+    Status failed;
+    auto fd = connectAndGreet(address, token, deadline);
+    if (fd.ok()) {
+      failed = sendAll(fd->get(), encodeFrame(claim), deadline);
+      Result<std::string> payload = failed;
+      if (failed.ok()) payload = recvFrame(fd->get(), kMaxReplyBytes, deadline);
+      Result<Message> decoded = payload.ok() ? decodePayload(*payload) : payload.status();
+      if (decoded.ok()) {
+        if (auto* e = std::get_if<msg::Error>(&*decoded)) return Status(e->code, e->message);
+        *reply = std::move(*decoded);
+        return fd;
+      }
+      failed = decoded.status();
+    } else {
+      failed = fd.status();
+    }
+    // Evicted or refused for room: worth another try. Anything else is the answer.
+    const bool retry = failed.code() == Code::kUnavailable || failed.code() == Code::kIoError;
+    if (failed.code() == Code::kUnavailable) refused = failed;
+    if (failed.code() == Code::kTimeout && !refused.ok()) {
+      return Status(Code::kUnavailable, refused.message() + " (tried again until the deadline)");
+    }
+    if (!retry || Clock::now() >= deadline) return failed;
+    MW_RETURN_IF_ERROR(pause(pauseFor, deadline));
+    pauseFor = std::min(pauseFor * 2, std::chrono::milliseconds(160));
   }
 }
 

@@ -103,10 +103,17 @@ class FramedConn {
   const FrameReader& in() const { return in_; }
   // Bytes queued but not yet accepted by the kernel.
   size_t pending() const { return out_.size() - out_sent_; }
-  // Queues `bytes` behind what is pending; flush() sends them.
+  // Memory the output queue holds (its capacity, at least pending()): what a store counts in its
+  // budget. An emptied queue keeps at most kKeptOutCapacity of it.
+  size_t outHeld() const { return out_.capacity(); }
+  static constexpr size_t kKeptOutCapacity = 4096;
+  // Queues one whole frame (`bytes`) behind what is pending; flush() sends them.
   void queue(std::string_view bytes) { out_.append(bytes); }
   // Sends what the socket accepts now. kIoError "failed: <errno>" when the connection broke.
   Status flush();
+  // Drops every byte not yet sent and releases the output memory. Returns true when the stream
+  // was cut between frames (nothing of a frame was half sent), so that another frame may follow.
+  bool dropQueued();
   // Reads what is available (at most about `budget` bytes) into in(), or drops it when `keep` is
   // false, and sets `*got` to the byte count. kIoError "closed" at EOF, "failed: <errno>" on error.
   Status readAvailable(size_t budget, bool keep, size_t* got);
@@ -116,6 +123,10 @@ class FramedConn {
   FrameReader in_;
   std::string out_;  // the unsent bytes start at out_sent_
   size_t out_sent_ = 0;
+  // Offset in out_ of the first frame of which nothing was sent: out_sent_ when the stream is
+  // between frames, else the end of the frame being sent (queued frames are whole, so their
+  // headers tell where each ends).
+  size_t frame_start_ = 0;
 };
 
 // Connects (as connectTcp) and performs the store greeting: sends HELLO with `token` and waits for
@@ -123,5 +134,13 @@ class FramedConn {
 // when the store is full); kTimeout/kIoError when the greeting cannot complete.
 Result<Fd> connectAndGreet(const StoreAddress& address, const std::string& token,
                            Deadline deadline);
+
+// For a member of a world: connects and greets (as connectAndGreet), sends `claim` (MEMBER_JOIN
+// or MEMBER_CLIENT) and reads its reply into `*reply`. While the store is full (kUnavailable) or
+// closes the connection under a flood of others, tries again after a pause (10 ms, doubling up to
+// 160 ms) until `deadline`: the store keeps room for its world's members, so a member gets in
+// once strangers' connections are evicted. An ERROR reply to the claim is returned as its status.
+Result<Fd> connectAsMember(const StoreAddress& address, const std::string& token,
+                           const Message& claim, Deadline deadline, Message* reply);
 
 }  // namespace mw::store

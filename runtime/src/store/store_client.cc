@@ -7,6 +7,7 @@
 
 #include "core/failpoint.h"
 #include "multiworld/store.h"
+#include "store/member_link.h"
 #include "store/socket.h"
 #include "store/wire.h"
 
@@ -162,6 +163,29 @@ Result<std::unique_ptr<StoreClient>> StoreClient::connect(const StoreAddress& ad
                                                           const std::string& failpoint_scope) {
   auto fd = store::connectAndGreet(address, token, deadline);
   if (!fd.ok()) return fd.status();
+  return std::unique_ptr<StoreClient>(
+      std::make_unique<store::Client>(address, std::move(*fd), failpoint_scope));
+}
+
+Result<std::unique_ptr<StoreClient>> connectMemberClient(const StoreAddress& address,
+                                                         const std::string& token,
+                                                         const std::string& world, int size,
+                                                         int rank, Deadline deadline,
+                                                         const std::string& failpoint_scope) {
+  store::Message reply;
+  auto fd = store::connectAsMember(address, token, store::msg::MemberClient{world, size, rank},
+                                   deadline, &reply);
+  if (fd.ok() && !std::holds_alternative<store::msg::Ok>(reply)) {
+    fd = Status(Code::kIoError, std::string("unexpected ") +
+                                    store::msgTypeName(store::typeOf(reply)) +
+                                    " reply to MEMBER_CLIENT");
+  }
+  if (!fd.ok()) {
+    return Status(fd.status().code(), "connecting the key-value client of rank " +
+                                          std::to_string(rank) + " of world '" + world +
+                                          "' to store " + address.str() + ": " +
+                                          fd.status().message());
+  }
   return std::unique_ptr<StoreClient>(
       std::make_unique<store::Client>(address, std::move(*fd), failpoint_scope));
 }

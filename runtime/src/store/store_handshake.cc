@@ -1,7 +1,8 @@
 // StoreServer: the handshake (HELLO, CHALLENGE, AUTH: store/auth.h) and the limits that keep
 // clients which have not authenticated from starving the members: a small frame bound before the
-// handshake is done, a deadline for it, a cap on such connections, and a budget for the input
-// buffered by all connections (docs/store-protocol.md, "Limits").
+// handshake is done, a deadline for it, a cap on such connections, room kept for the world's own
+// members, and a budget for the memory held for all connections, their unserved requests and
+// their unread replies (docs/store-protocol.md, "Limits").
 #include "store/auth.h"
 #include "store/server_impl.h"
 
@@ -25,23 +26,41 @@ void Server::admit(Fd fd) {
   ++open_conns_;
   ++handshaking_;
   handshake_order_.push_back(id);
+  // Past the room not kept for the world's members, a connection must claim a member's place
+  // before anything else; until then it is one in its handshake, evicted first.
+  c.provisional = open_conns_ + reserved() > options_.max_connections;
   if (handshaking_ > options_.max_handshaking && !evictHandshaking(false)) {
     // Every connection in its handshake is younger than kMinHandshakeAge: the newest waits its
     // turn (it may connect again), the others finish theirs.
     return closeConn(c, Cause::kNone, {}, false);
   }
-  if (open_conns_ > options_.max_connections) {
+  // Full: a connection that has not finished its handshake (or claimed a member's place) in
+  // kMinHandshakeAge makes room; otherwise the newest is told to come back.
+  if (open_conns_ > options_.max_connections && !evictHandshaking(false)) {
     refuse(c, Code::kUnavailable,
            "store has reached its limit of " + std::to_string(options_.max_connections) +
                " connections");
   }
 }
 
+size_t Server::reserved() const {
+  if (options_.world_size <= 0) return 0;
+  const auto size = static_cast<size_t>(options_.world_size);
+  return (size - joined_) + (size - claimed_clients_);
+}
+
+void Server::claimed(Conn& c) {
+  if (!c.provisional) return;
+  c.provisional = false;
+  --handshaking_;
+  c.io.in().setMaxFrameBytes(options_.max_frame_bytes);
+}
+
 bool Server::evictHandshaking(bool any_age) {
   const auto now = Clock::now();
   while (!handshake_order_.empty()) {
     Conn* oldest = find(handshake_order_.front());
-    if (oldest == nullptr || oldest->authed) {  // closed or done since: forget it
+    if (oldest == nullptr || !inHandshake(*oldest)) {  // closed or done since: forget it
       handshake_order_.pop_front();
       continue;
     }
@@ -57,7 +76,7 @@ bool Server::evictHandshaking(bool any_age) {
 void Server::handshakeTimers(Clock::time_point now) {
   while (!handshake_order_.empty()) {
     Conn* oldest = find(handshake_order_.front());
-    if (oldest == nullptr || oldest->authed) {
+    if (oldest == nullptr || !inHandshake(*oldest)) {
       handshake_order_.pop_front();
       continue;
     }
@@ -74,7 +93,9 @@ Clock::time_point Server::handshakeDeadline() const {
   // Connections are admitted in order, so the first one still in its handshake is due first.
   for (uint64_t id : handshake_order_) {
     auto it = conns_.find(id);
-    if (it == conns_.end() || it->second->state != ConnState::kOpen || it->second->authed) continue;
+    if (it == conns_.end() || it->second->state != ConnState::kOpen || !inHandshake(*it->second)) {
+      continue;
+    }
     return it->second->accepted_at + options_.handshake_timeout;
   }
   return Clock::time_point::max();
@@ -119,30 +140,66 @@ void Server::onAuth(Conn& c, const msg::Auth& m) {
 
 void Server::handshakeDone(Conn& c) {
   c.authed = true;
+  if (c.provisional) {
+    // Still in its handshake until it claims a member's place, with a frame bound to match.
+    c.io.in().setMaxFrameBytes(kMaxClaimFrameBytes);
+    return;
+  }
   --handshaking_;
   c.io.in().setMaxFrameBytes(options_.max_frame_bytes);
 }
 
 void Server::account(Conn& c) {
-  const size_t now_in = c.io.in().buffered();
-  buffered_in_ = buffered_in_ - c.counted_in + now_in;
-  c.counted_in = now_in;
+  const size_t in = c.io.in().buffered();
+  const size_t out = c.io.outHeld();
+  buffered_ = buffered_ - c.counted_in - c.counted_out + in + out;
+  c.counted_in = in;
+  c.counted_out = out;
+  if (buffered_ > stat_peak_.load(std::memory_order_relaxed)) stat_peak_.store(buffered_);
+}
+
+Conn* Server::budgetVictim() {
+  // The reply left unread longest (a client that never reads holds it for good), else the
+  // connection holding the most (unserved requests). A member link's few pending pings are no
+  // stalled reply: it is judged by its heartbeats.
+  Conn* stalled = nullptr;
+  Conn* largest = nullptr;
+  for (auto& [id, c] : conns_) {
+    if (c->state != ConnState::kOpen) continue;
+    if (c->io.pending() > FramedConn::kKeptOutCapacity &&
+        (!stalled || c->out_since < stalled->out_since)) {
+      stalled = c.get();
+    }
+    const size_t held = c->counted_in + c->counted_out;
+    if (held > 0 && (!largest || held > largest->counted_in + largest->counted_out)) {
+      largest = c.get();
+    }
+  }
+  return stalled ? stalled : largest;
 }
 
 void Server::enforceBudget() {
-  while (buffered_in_ > options_.max_buffered_bytes) {
-    Conn* largest = nullptr;
-    for (auto& [id, c] : conns_) {
-      if (c->state == ConnState::kOpen && (!largest || c->counted_in > largest->counted_in)) {
-        largest = c.get();
-      }
+  if (enforcing_) return;  // refusing a connection queues a reply, which comes back here
+  enforcing_ = true;
+  while (buffered_ > options_.max_buffered_bytes) {
+    Conn* victim = budgetVictim();
+    if (victim == nullptr) break;
+    const size_t held = victim->counted_in + victim->counted_out;
+    const bool between_frames = victim->io.dropQueued();
+    victim->io.in().clear();
+    account(*victim);
+    stat_closed_over_budget_.fetch_add(1);
+    const std::string why = "this connection's " + std::to_string(held) +
+                            " bytes of unread replies and unserved requests put the store over "
+                            "its budget of " +
+                            std::to_string(options_.max_buffered_bytes) + " bytes";
+    if (between_frames) {
+      refuse(*victim, Code::kUnavailable, why);
+    } else {
+      closeConn(*victim, Cause::kPeerDied, "closed: " + why, false);  // no frame can follow
     }
-    if (largest == nullptr || largest->counted_in == 0) return;
-    refuse(*largest, Code::kUnavailable,
-           "this connection's " + std::to_string(largest->counted_in) +
-               " buffered bytes put the store over its input budget of " +
-               std::to_string(options_.max_buffered_bytes) + " bytes");
   }
+  enforcing_ = false;
 }
 
 }  // namespace server_impl

@@ -42,26 +42,36 @@ void Server::checkSilence(Conn& c, Clock::time_point now) {
             true);
 }
 
-void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
+bool Server::mayClaim(Conn& c) {
   if (options_.world_size <= 0) {
-    return queue(c, msg::Error{Code::kInvalidUsage, "this store hosts no world membership"});
+    queue(c, msg::Error{Code::kInvalidUsage, "this store hosts no world membership"});
+    return false;
   }
-  if (c.rank >= 0) {
-    return queue(c, msg::Error{Code::kInvalidUsage,
-                               "this connection already joined as rank " + std::to_string(c.rank)});
+  if (c.rank >= 0 || c.client_rank >= 0) {
+    queue(c, msg::Error{Code::kInvalidUsage, "this connection already joined as rank " +
+                                                 std::to_string(std::max(c.rank, c.client_rank))});
+    return false;
   }
+  return true;
+}
+
+void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
+  if (!mayClaim(c)) return;
   if (m.rank >= 0 && m.rank < options_.world_size) {
     // The rank's earlier connection may have closed in this very wake-up: notice that first, so
     // that a member restarted before the world formed takes its place (closeConn frees it).
     if (Conn* old = find(members_[static_cast<size_t>(m.rank)]); old != nullptr && old != &c) {
       readAvailable(*old);
     }
+    if (c.state != ConnState::kOpen) return;  // closed meanwhile (the store's budget)
   }
   std::string error = joinError(m);
   if (!error.empty()) return queue(c, msg::Error{Code::kInvalidArgument, error});
   c.rank = static_cast<int>(m.rank);
   heard(c, Clock::now());
   members_[static_cast<size_t>(c.rank)] = c.id;
+  ++joined_;
+  claimed(c);
   if (!assembled_ && std::find(members_.begin(), members_.end(), 0) == members_.end()) {
     // The world is complete: every member's silence is timed from now.
     assembled_ = true;
@@ -74,28 +84,64 @@ void Server::onJoin(Conn& c, const msg::MemberJoin& m) {
   queue(c, msg::JoinOk{interval_.count(), timeout_.count()});
 }
 
-std::string Server::joinError(const msg::MemberJoin& m) const {
+std::string Server::memberError(const std::string& world_name, int64_t size,
+                                int64_t rank_number) const {
   const std::string world = "world '" + options_.world_name + "'";
-  const std::string rank = std::to_string(m.rank);
-  if (m.world != options_.world_name) {
-    return "this store hosts " + world + ", member rank " + rank + " says world '" + m.world + "'";
+  const std::string rank = std::to_string(rank_number);
+  if (world_name != options_.world_name) {
+    return "this store hosts " + world + ", member rank " + rank + " says world '" + world_name +
+           "'";
   }
-  if (m.size != options_.world_size) {
+  if (size != options_.world_size) {
     return world + " has size " + std::to_string(options_.world_size) + ", member rank " + rank +
-           " says " + std::to_string(m.size);
+           " says " + std::to_string(size);
   }
-  if (m.rank < 0 || m.rank >= options_.world_size) {
+  if (rank_number < 0 || rank_number >= options_.world_size) {
     return "rank " + rank + " is out of range for " + world + " of size " +
            std::to_string(options_.world_size);
   }
-  if (members_[static_cast<size_t>(m.rank)] != 0)
+  return {};
+}
+
+std::string Server::joinError(const msg::MemberJoin& m) const {
+  if (std::string error = memberError(m.world, m.size, m.rank); !error.empty()) return error;
+  const std::string world = "world '" + options_.world_name + "'";
+  const std::string rank = std::to_string(m.rank);
+  if (members_[static_cast<size_t>(m.rank)] != 0) {
     return "rank " + rank + " already joined " + world;
+  }
   if (m.heartbeat_timeout_ms != 0 && m.heartbeat_timeout_ms != timeout_.count()) {
     return world + " has heartbeat_timeout " + std::to_string(timeout_.count()) +
            " ms (set by rank 0), member rank " + rank + " says " +
            std::to_string(m.heartbeat_timeout_ms) + " ms";
   }
   return {};
+}
+
+void Server::onMemberClient(Conn& c, const msg::MemberClient& m) {
+  if (!mayClaim(c)) return;
+  std::string error = memberError(m.world, m.size, m.rank);
+  if (error.empty()) {
+    const auto rank = static_cast<size_t>(m.rank);
+    // As for MEMBER_JOIN: the rank's earlier connection may have closed in this very wake-up.
+    if (Conn* old = find(clients_[rank]); old != nullptr && old != &c) readAvailable(*old);
+    if (c.state != ConnState::kOpen) return;  // closed meanwhile (the store's budget)
+    if (clients_[rank] != 0) {
+      error = "rank " + std::to_string(m.rank) + " already joined world '" + options_.world_name +
+              "' (its key-value client is connected)";
+    }
+  }
+  if (!error.empty()) return queue(c, msg::Error{Code::kInvalidArgument, error});
+  c.client_rank = static_cast<int>(m.rank);
+  clients_[static_cast<size_t>(m.rank)] = c.id;
+  ++claimed_clients_;
+  claimed(c);
+  queue(c, msg::Ok{});
+}
+
+void Server::onFormed(Conn& c) {
+  if (c.rank < 0) return protocolError(c, "FORMED from a connection that has not joined");
+  c.formed = true;
 }
 
 void Server::onBroken(Conn& c, const msg::Broken& m) {
@@ -105,7 +151,9 @@ void Server::onBroken(Conn& c, const msg::Broken& m) {
     return closeConn(c, Cause::kPeerLeft, "rank " + std::to_string(c.rank) + " left the world",
                      true);
   }
-  if (c.reported_broken) return;  // one report per member is enough
+  // Before its world formed a member's report is ignored, like its loss: a connection that joined
+  // and went before the world formed (a ghost) must not break it (store-protocol.md).
+  if (c.reported_broken || !c.formed) return;  // and one report per member is enough
   c.reported_broken = true;
   events_.push_back(
       {c.rank, Cause::kRemoteBroken, "rank " + std::to_string(c.rank) + ": " + m.detail});

@@ -78,8 +78,7 @@ Clock::time_point Server::nextTimer() const {
     if (c->rank >= 0) {
       has_members = true;
       if (assembled_) {
-        next =
-            std::min(next, c->last_heard + lateness_.since(c->last_heard) + silenceLimit());
+        next = std::min(next, c->last_heard + lateness_.since(c->last_heard) + silenceLimit());
       }
     }
   }
@@ -92,9 +91,10 @@ Clock::time_point Server::nextTimer() const {
 bool Server::wantsRead(const Conn& c) const {
   if (c.state == ConnState::kLingering) return true;  // drain and discard until EOF
   if (c.state != ConnState::kOpen || c.io.pending() >= kOutHighWater) return false;
-  size_t cap = !c.authed ? kMaxHandshakeFrameBytes + kFrameHeaderBytes
-               : c.wait  ? kInWhileWaiting
-                         : options_.max_frame_bytes + kFrameHeaderBytes;
+  size_t cap = !c.authed       ? kMaxHandshakeFrameBytes + kFrameHeaderBytes
+               : c.provisional ? kMaxClaimFrameBytes + kFrameHeaderBytes
+               : c.wait        ? kInWhileWaiting
+                               : options_.max_frame_bytes + kFrameHeaderBytes;
   return c.io.in().buffered() < cap;
 }
 
@@ -129,11 +129,13 @@ void Server::acceptAll() {
 void Server::readAvailable(Conn& c) {
   size_t got = 0;
   // Before its handshake a connection may hold one small frame, never more.
-  const size_t budget = c.authed ? kReadBudget : kMaxHandshakeFrameBytes + kFrameHeaderBytes;
+  const size_t budget = !c.authed       ? kMaxHandshakeFrameBytes + kFrameHeaderBytes
+                        : c.provisional ? kMaxClaimFrameBytes + kFrameHeaderBytes
+                                        : kReadBudget;
   Status read = c.io.readAvailable(budget, c.state == ConnState::kOpen, &got);
   if (got > 0 && c.rank >= 0) heard(c, Clock::now());
   account(c);
-  if (buffered_in_ > options_.max_buffered_bytes) enforceBudget();
+  enforceBudget();
   if (read.ok() || c.state == ConnState::kDead) return;
   // Requests that arrived just before the close still count (a BROKEN report, then exit).
   if (c.state == ConnState::kOpen) processFrames(c);
@@ -141,8 +143,11 @@ void Server::readAvailable(Conn& c) {
 }
 
 void Server::flush(Conn& c) {
+  const size_t before = c.io.pending();
   Status sent = c.io.flush();
   if (!sent.ok()) return failConn(c, sent);
+  if (c.io.pending() < before) c.out_since = Clock::now();  // the peer reads: not stalled
+  account(c);
   if (c.io.pending() == 0 && c.state == ConnState::kLingering && !c.write_shut) {
     ::shutdown(c.io.fd(), SHUT_WR);  // FIN after the last reply, then drain until EOF
     c.write_shut = true;
@@ -157,8 +162,10 @@ void Server::failConn(Conn& c, const Status& io_error) {
 
 void Server::queue(Conn& c, const Message& m) {
   if (c.state != ConnState::kOpen) return;
+  if (c.io.pending() == 0) c.out_since = Clock::now();
   c.io.queue(encodeFrame(m));
   flush(c);
+  enforceBudget();  // a reply nobody reads is memory like any request
 }
 
 // Ends a connection. A member's loss is queued for announcement; `linger` lets queued replies
@@ -166,18 +173,25 @@ void Server::queue(Conn& c, const Message& m) {
 void Server::closeConn(Conn& c, Cause cause, const std::string& detail, bool linger) {
   if (c.state == ConnState::kDead) return;
   if (c.rank >= 0) {
-    // Before the world has formed a rank that goes is no loss: its slot is free for a new
-    // connection of that rank (store-protocol.md, "Membership").
-    if (assembled_) events_.push_back({c.rank, cause, detail});
+    // A member whose world has not formed (it sent no FORMED) that goes is no loss: its slot is
+    // free for a new connection of that rank (store-protocol.md, "Membership").
+    if (c.formed) events_.push_back({c.rank, cause, detail});
     members_[static_cast<size_t>(c.rank)] = 0;
+    --joined_;
     c.rank = -1;
+  }
+  if (c.client_rank >= 0) {
+    clients_[static_cast<size_t>(c.client_rank)] = 0;
+    --claimed_clients_;
+    c.client_rank = -1;
   }
   if (c.wait) endWait(c);
   if (c.state == ConnState::kOpen) {
     --open_conns_;
-    if (!c.authed) --handshaking_;
+    if (inHandshake(c)) --handshaking_;
   }
   c.io.in().clear();  // nothing more is served from it
+  if (!linger) c.io.dropQueued();
   account(c);
   if (linger && c.state == ConnState::kOpen) {
     c.state = ConnState::kLingering;
@@ -226,8 +240,15 @@ void Server::processFrames(Conn& c) {
 void Server::reap() {
   flushEvents();
   for (auto it = conns_.begin(); it != conns_.end();) {
-    it = it->second->state == ConnState::kDead ? conns_.erase(it) : std::next(it);
+    if (it->second->state != ConnState::kDead) {
+      ++it;
+      continue;
+    }
+    buffered_ -= it->second->counted_in + it->second->counted_out;
+    it = conns_.erase(it);
   }
+  stat_buffered_.store(buffered_);
+  stat_connections_.store(open_conns_);
 }
 
 Conn* Server::find(uint64_t id) {
@@ -250,9 +271,20 @@ void Server::handle(Conn& c, Message& m) {
   if (type == MsgType::kHello || type == MsgType::kAuth) {
     return protocolError(c, std::string("duplicate ") + msgTypeName(type));
   }
+  if (c.provisional && type != MsgType::kMemberJoin && type != MsgType::kMemberClient) {
+    return refuse(c, Code::kUnavailable,
+                  "store has reached its limit of " + std::to_string(options_.max_connections) +
+                      " connections, less the room kept for the members of world '" +
+                      options_.world_name + "' not yet joined: a connection beyond it must " +
+                      "join the world (MEMBER_JOIN or MEMBER_CLIENT) before " + msgTypeName(type));
+  }
   switch (type) {
     case MsgType::kMemberJoin:
       return onJoin(c, std::get<msg::MemberJoin>(m));
+    case MsgType::kMemberClient:
+      return onMemberClient(c, std::get<msg::MemberClient>(m));
+    case MsgType::kFormed:
+      return onFormed(c);
     case MsgType::kHeartbeat:
       return;  // arrival time already recorded
     case MsgType::kBroken:

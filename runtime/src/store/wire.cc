@@ -10,12 +10,12 @@ namespace {
 constexpr size_t kMaxNonceBytes = 64;  // nonces and proofs on the wire
 
 constexpr std::array<MsgType, std::variant_size_v<Message>> kTypes = {
-    MsgType::kHello,      MsgType::kSet,       MsgType::kGet,        MsgType::kWait,
-    MsgType::kCheck,      MsgType::kAdd,       MsgType::kCompareSet, MsgType::kDelete,
-    MsgType::kMemberJoin, MsgType::kHeartbeat, MsgType::kBroken,     MsgType::kAuth,
-    MsgType::kOk,         MsgType::kValue,     MsgType::kBool,       MsgType::kInt,
-    MsgType::kTimeout,    MsgType::kError,     MsgType::kJoinOk,     MsgType::kPing,
-    MsgType::kNotice,     MsgType::kChallenge};
+    MsgType::kHello,      MsgType::kSet,          MsgType::kGet,        MsgType::kWait,
+    MsgType::kCheck,      MsgType::kAdd,          MsgType::kCompareSet, MsgType::kDelete,
+    MsgType::kMemberJoin, MsgType::kHeartbeat,    MsgType::kBroken,     MsgType::kAuth,
+    MsgType::kFormed,     MsgType::kMemberClient, MsgType::kOk,         MsgType::kValue,
+    MsgType::kBool,       MsgType::kInt,          MsgType::kTimeout,    MsgType::kError,
+    MsgType::kJoinOk,     MsgType::kPing,         MsgType::kNotice,     MsgType::kChallenge};
 
 // Appends fields to a payload.
 class Writer {
@@ -47,6 +47,12 @@ void put(Writer& w, const msg::Hello& m) {
   w.str(m.client_nonce);
 }
 void put(Writer& w, const msg::Auth& m) { w.str(m.client_proof); }
+void put(Writer&, const msg::Formed&) {}
+void put(Writer& w, const msg::MemberClient& m) {
+  w.str(m.world);
+  w.i64(m.size);
+  w.i64(m.rank);
+}
 void put(Writer& w, const msg::Challenge& m) {
   w.str(m.server_nonce);
   w.str(m.server_proof);
@@ -259,6 +265,15 @@ Message decodeMember(MsgType type, Reader& r) {
       return msg::Heartbeat{};
     case MsgType::kAuth:
       return msg::Auth{r.str("client_proof", kMaxNonceBytes)};
+    case MsgType::kFormed:
+      return msg::Formed{};
+    case MsgType::kMemberClient: {
+      msg::MemberClient m;
+      m.world = r.str("world", kMaxKeyBytes);
+      m.size = r.i64("size");
+      m.rank = r.i64("rank");
+      return m;
+    }
     default: {
       msg::Broken m;
       m.cause = r.cause();
@@ -344,6 +359,10 @@ const char* msgTypeName(MsgType type) {
       return "BROKEN";
     case MsgType::kAuth:
       return "AUTH";
+    case MsgType::kFormed:
+      return "FORMED";
+    case MsgType::kMemberClient:
+      return "MEMBER_CLIENT";
     case MsgType::kOk:
       return "OK";
     case MsgType::kValue:
@@ -393,7 +412,7 @@ Result<Message> decodePayload(std::string_view payload) {
   Message m;
   if (type <= MsgType::kDelete) {
     m = decodeRequest(type, r);
-  } else if (type <= MsgType::kAuth) {
+  } else if (type <= MsgType::kMemberClient) {
     m = decodeMember(type, r);
   } else {
     m = decodeReply(type, r);

@@ -22,7 +22,8 @@
 
 namespace mw::store {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: FORMED and MEMBER_CLIENT (a member's own key-value connection) were added.
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr size_t kMaxKeyBytes = 4096;  // keys, world names and tokens
 inline constexpr size_t kMaxWaitKeys = 4096;  // keys in one WAIT or CHECK
 inline constexpr size_t kFrameHeaderBytes = 4;
@@ -45,6 +46,8 @@ enum class MsgType : uint8_t {
   kHeartbeat = 10,
   kBroken = 11,
   kAuth = 12,
+  kFormed = 13,
+  kMemberClient = 14,
   // Server -> client.
   kOk = 64,
   kValue = 65,
@@ -110,6 +113,16 @@ struct Broken {
 struct Auth {
   std::string client_proof;
 };
+// The member's world has formed: its rendezvous completed and it is healthy (store-protocol.md,
+// "Membership"). Until then the store counts neither the link's loss nor its BROKEN reports.
+struct Formed {};
+// Claims this key-value connection as the one of member `rank` of world `world`: it then uses
+// the room a store keeps for its world's members (store-protocol.md, "Limits").
+struct MemberClient {
+  std::string world;
+  int64_t size = 0;
+  int64_t rank = 0;
+};
 struct Ok {};
 struct Value {
   std::string value;
@@ -146,9 +159,9 @@ struct Challenge {
 // One decoded message. The alternatives are in MsgType order.
 using Message =
     std::variant<msg::Hello, msg::Set, msg::Get, msg::Wait, msg::Check, msg::Add, msg::CompareSet,
-                 msg::Delete, msg::MemberJoin, msg::Heartbeat, msg::Broken, msg::Auth, msg::Ok,
-                 msg::Value, msg::Bool, msg::Int, msg::Timeout, msg::Error, msg::JoinOk, msg::Ping,
-                 msg::Notice, msg::Challenge>;
+                 msg::Delete, msg::MemberJoin, msg::Heartbeat, msg::Broken, msg::Auth, msg::Formed,
+                 msg::MemberClient, msg::Ok, msg::Value, msg::Bool, msg::Int, msg::Timeout,
+                 msg::Error, msg::JoinOk, msg::Ping, msg::Notice, msg::Challenge>;
 
 MsgType typeOf(const Message& message);
 
