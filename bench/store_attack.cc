@@ -396,6 +396,11 @@ int runStoreAttack(int argc, char** argv, int first) {
   for (auto* m : {&m0, &m1, &m2}) {
     auto info = m->world("attacked");
     healthy = healthy && info.ok() && info->state == mw::WorldState::kHealthy;
+    if (info.ok() && info->broken) {
+      std::fprintf(stderr, "store-attack: rank %d: world broken, %s (rank %d): %s\n", info->rank,
+                   mw::causeName(info->broken->cause), info->broken->peer_rank,
+                   info->broken->detail.c_str());
+    }
   }
   healthy = healthy && failures == 0;
   const double rss_growth_mb = static_cast<double>(rss_max - rss0) / 1024.0;

@@ -74,6 +74,13 @@ field two-worlds 'd["idle_world_cpu_cores"]["n"] == 1 and "target_loss_lt_1pct_p
 run store-attack --seconds 2 --idle 200 --slow 50 --strict
 field store-attack 'd["formed"] and d["healthy"] and d["rss_growth_mib"] < 64 and d["idle_closed"] > 0 and d["slow_closed"] >= 0 and d["oversized_closed"] > 0 and d["auth_refused"] > 0'
 
+# The same without a token (issue 21): clients that GET a 15 MiB value and never read, and a flood
+# of 4,200 HELLOs past the store's 4,096 connections, under a 3 GB address-space limit.
+"$bench" store-attack --json "$work/store-attack-tokenless.json" --tokenless --seconds 2 \
+  --idle 100 --slow 20 --unread 100 --strict >"$work/store-attack-tokenless.out" 2>&1 ||
+  { cat "$work/store-attack-tokenless.out"; fail "mw_bench store-attack --tokenless exited $?"; }
+field store-attack-tokenless 'd["tokenless"] and d["formed"] and d["healthy"] and d["rss_growth_mib"] < d["rss_target_mib"] and d["unread_closed"] > 0 and d["flood"] == 4200 and d["address_space_gb"] == 3'
+
 run creation --reps 2 --no-four
 field creation 'd is not None and any(s["broken_before_removal"] for s in d["series"])'
 

@@ -128,6 +128,7 @@ class Server final : public StoreServer {
         port_(port),
         timeout_(options.heartbeat_timeout),
         interval_(std::max(milliseconds(1), options.heartbeat_timeout / 10)),
+        serve_slice_(std::clamp(interval_ / 2, milliseconds(1), milliseconds(5))),
         members_(static_cast<size_t>(options.world_size), 0),
         clients_(static_cast<size_t>(options.world_size), 0) {}
   ~Server() override { stop(); }
@@ -166,6 +167,8 @@ class Server final : public StoreServer {
   void flush(Conn& c);
   void failConn(Conn& c, const Status& io_error);
   void queue(Conn& c, const Message& m);
+  // Queues one encoded frame for `c` and sends what the socket takes now.
+  void queueFrame(Conn& c, std::string frame);
   void closeConn(Conn& c, Cause cause, const std::string& detail, bool linger);
   void refuse(Conn& c, Code code, const std::string& message);
   void protocolError(Conn& c, const std::string& what);
@@ -223,7 +226,8 @@ class Server final : public StoreServer {
   const uint16_t port_;
   const milliseconds timeout_;
   const milliseconds interval_;
-  std::mutex stop_mu_;  // serializes stop()
+  const milliseconds serve_slice_;  // the longest run of serving clients between timer passes
+  std::mutex stop_mu_;              // serializes stop()
   std::jthread thread_;
 
   // Loop thread only.
@@ -233,6 +237,7 @@ class Server final : public StoreServer {
   std::deque<uint64_t> handshake_order_;  // their ids in accept order (closed ones linger here)
   size_t buffered_ = 0;                   // input buffered and output queued for every connection
   bool enforcing_ = false;                // enforceBudget() is running (it queues replies itself)
+  uint64_t resume_id_ = 0;                // the connection the next serving slice starts at
   uint64_t next_id_ = 1;
   KvTable table_;
   std::vector<uint64_t> members_;  // rank -> conn id, 0 when not joined

@@ -107,8 +107,16 @@ class FramedConn {
   // budget. An emptied queue keeps at most kKeptOutCapacity of it.
   size_t outHeld() const { return out_.capacity(); }
   static constexpr size_t kKeptOutCapacity = 4096;
-  // Queues one whole frame (`bytes`) behind what is pending; flush() sends them.
+  // Queues one whole frame (`bytes`) behind what is pending; flush() sends them. An rvalue is
+  // taken without a copy when nothing is pending.
   void queue(std::string_view bytes) { out_.append(bytes); }
+  void queue(std::string&& bytes) {
+    if (out_.empty()) {
+      out_ = std::move(bytes);
+    } else {
+      out_.append(bytes);
+    }
+  }
   // Sends what the socket accepts now. kIoError "failed: <errno>" when the connection broke.
   Status flush();
   // Drops every byte not yet sent and releases the output memory. Returns true when the stream

@@ -160,10 +160,12 @@ void Server::failConn(Conn& c, const Status& io_error) {
             "connection to rank " + std::to_string(c.rank) + " " + io_error.message(), false);
 }
 
-void Server::queue(Conn& c, const Message& m) {
+void Server::queue(Conn& c, const Message& m) { queueFrame(c, encodeFrame(m)); }
+
+void Server::queueFrame(Conn& c, std::string frame) {
   if (c.state != ConnState::kOpen) return;
   if (c.io.pending() == 0) c.out_since = Clock::now();
-  c.io.queue(encodeFrame(m));
+  c.io.queue(std::move(frame));
   flush(c);
   enforceBudget();  // a reply nobody reads is memory like any request
 }
@@ -212,13 +214,25 @@ void Server::protocolError(Conn& c, const std::string& what) {
 }
 
 void Server::drainReady() {
+  // Serving is cut into slices, so that however much work clients queue (each GET of a large
+  // value is a copy of it), the timers run in between: the members' pings go out on time, and
+  // their silence is judged on time. The next slice starts where this one stopped.
+  const auto until = Clock::now() + serve_slice_;
   // Serving one connection can complete another's wait and make it runnable again.
   bool progress = true;
   while (progress) {
     progress = false;
-    for (auto& [id, c] : conns_) {
-      if (!runnable(*c)) continue;
-      processFrames(*c);
+    auto it = conns_.find(resume_id_);
+    if (it == conns_.end()) it = conns_.begin();
+    for (size_t n = conns_.size(); n > 0; --n, ++it) {  // nothing is added or erased here
+      if (it == conns_.end()) it = conns_.begin();
+      Conn& c = *it->second;
+      if (!runnable(c)) continue;
+      if (Clock::now() >= until) {
+        resume_id_ = c.id;  // runnable: the poll does not wait, the timers run first
+        return;
+      }
+      processFrames(c);
       progress = true;
     }
   }
@@ -303,7 +317,9 @@ void Server::handleKv(Conn& c, Message& m) {
     }
     case MsgType::kGet: {
       auto& get = std::get<msg::Get>(m);
-      if (const std::string* value = table_.find(get.key)) return queue(c, msg::Value{*value});
+      if (const std::string* value = table_.find(get.key)) {
+        return queueFrame(c, encodeValueFrame(*value));
+      }
       return startWait(c, {std::move(get.key)}, true, get.timeout_ms);
     }
     case MsgType::kWait: {
@@ -333,9 +349,9 @@ void Server::handleKv(Conn& c, Message& m) {
 void Server::onCompareSet(Conn& c, const msg::CompareSet& m) {
   const std::string* current = table_.find(m.key);
   bool match = m.expected_absent ? current == nullptr : current && *current == m.expected;
-  if (!match) return queue(c, msg::Value{current ? *current : std::string()});
+  if (!match) return queueFrame(c, encodeValueFrame(current ? *current : std::string()));
   setKey(m.key, m.desired);
-  queue(c, msg::Value{m.desired});
+  queueFrame(c, encodeValueFrame(m.desired));
 }
 
 void Server::setKey(const std::string& key, std::string value) {
@@ -360,10 +376,10 @@ void Server::endWait(Conn& c) {
 
 bool Server::tryCompleteWait(Conn& c) {
   if (!table_.allExist(c.wait->keys)) return false;
-  Message reply = msg::Ok{};
-  if (c.wait->is_get) reply = msg::Value{*table_.find(c.wait->keys[0])};
+  std::string reply =
+      c.wait->is_get ? encodeValueFrame(*table_.find(c.wait->keys[0])) : encodeFrame(msg::Ok{});
   endWait(c);
-  queue(c, reply);
+  queueFrame(c, std::move(reply));
   return true;
 }
 

@@ -400,6 +400,16 @@ std::string encodeFrame(const Message& message) {
   return std::move(out);
 }
 
+std::string encodeValueFrame(std::string_view value) {
+  Writer w;
+  w.out().reserve(kFrameHeaderBytes + 1 + 4 + value.size());
+  w.u32(static_cast<uint32_t>(1 + 4 + value.size()));
+  w.u8(static_cast<uint8_t>(MsgType::kValue));
+  w.u32(static_cast<uint32_t>(value.size()));
+  w.out().append(value);
+  return std::move(w.out());
+}
+
 Result<Message> decodePayload(std::string_view payload) {
   if (payload.empty()) return Status(Code::kRemoteError, "malformed frame: empty payload");
   auto type = static_cast<MsgType>(static_cast<uint8_t>(payload[0]));

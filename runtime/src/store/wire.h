@@ -167,6 +167,8 @@ MsgType typeOf(const Message& message);
 
 // The complete frame (length prefix and payload) of `message`.
 std::string encodeFrame(const Message& message);
+// The frame of msg::Value{value}, with the value copied once (a store's reply of a large value).
+std::string encodeValueFrame(std::string_view value);
 
 // Decodes one payload (without the length prefix). kRemoteError naming the problem when the type is
 // unknown, a field is truncated, a limit is exceeded or bytes trail the last field.
