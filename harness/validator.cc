@@ -21,7 +21,11 @@
 namespace mw::harness::loader {
 
 void Validator::error(const std::string& where, const std::string& msg) {
-  errors.push_back(refine(where, msg) + ": " + msg);
+  std::string line = refine(where, msg) + ": " + msg;
+  for (size_t p = 0; (p = line.find('\0', p)) != std::string::npos; p += 2) {
+    line.replace(p, 1, "\\0");
+  }
+  errors.push_back(std::move(line));
 }
 
 std::string Validator::refine(const std::string& where, const std::string& msg) {
@@ -106,10 +110,18 @@ std::optional<int64_t> Validator::whole(const LV* v, const std::string& where,
   return static_cast<int64_t>(*n);  // exact: within [lo, hi], both within 2^53
 }
 
+bool Validator::noNul(const std::string& text, const std::string& where, const std::string& path) {
+  if (text.find('\0') == std::string::npos) return true;
+  error(where, path + ": \"" + text + "\" holds a NUL byte (a C string would end there)");
+  return false;
+}
+
 std::optional<std::string> Validator::str(const LV* v, const std::string& where,
                                           const std::string& path) {
-  return typed<std::string>(
+  auto s = typed<std::string>(
       v, LV::T::kStr, [](const LV& x) { return x.s; }, "a string", where, path);
+  if (s && !noNul(*s, where, path)) return std::nullopt;
+  return s;
 }
 
 std::optional<bool> Validator::boolean(const LV* v, const std::string& where,
@@ -233,6 +245,7 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
   for (const auto& [name, spec] : v->fields) {
     if (name.rfind("__", 0) == 0) continue;
     const std::string path = "roles." + name;
+    if (!noNul(name, w, path)) continue;
     RoleSpec r;
     r.name = name;
     r.where = w;
@@ -546,6 +559,7 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
   if (const LV* d = v->get("detected_within")) {
     if (d->t == LV::T::kTable) {
       for (const auto& [world, dv] : d->fields) {
+        if (!noNul(world, w, "expect.detected_within")) continue;
         auto ms = duration(&dv, w, "expect.detected_within." + world);
         if (!ms) continue;
         if (world == "default") {

@@ -21,7 +21,8 @@ class Validator {
 
   // Records "where: msg". Lua tables keep no line numbers, so for a field of a table, `where` (the
   // line its constructor was called at) is refined to the first line from there on that names the
-  // field: "worlds.w1.heartbeet: ..." points at the line holding "heartbeet =".
+  // field: "worlds.w1.heartbeet: ..." points at the line holding "heartbeet =". A NUL byte of the
+  // scenario's text in `msg` is written as \0.
   void error(const std::string& where, const std::string& msg);
 
   std::string refine(const std::string& where, const std::string& msg);
@@ -50,6 +51,10 @@ class Validator {
   std::optional<int64_t> whole(const LV* v, const std::string& where, const std::string& path,
                                int64_t lo, int64_t hi);
 
+  // Whether `text` (a string of the scenario's) holds no NUL byte. A NUL is an error naming
+  // `path`: the C strings that names, arguments, environment and paths become would end at it.
+  bool noNul(const std::string& text, const std::string& where, const std::string& path);
+
   // The value of `v` when it has type `t` (nullopt, and an error naming `expected`, otherwise).
   template <typename R>
   std::optional<R> typed(const LV* v, LV::T t, R (*get)(const LV&), const char* expected,
@@ -61,8 +66,8 @@ class Validator {
     }
     return get(*v);
   }
-  // The string `v` gives; nullopt when `v` is null (no error), or not a string (an error naming
-  // `path`).
+  // The string `v` gives; nullopt when `v` is null (no error), not a string, or a string holding
+  // a NUL byte (an error naming `path`).
   std::optional<std::string> str(const LV* v, const std::string& where, const std::string& path);
   std::optional<bool> boolean(const LV* v, const std::string& where, const std::string& path);
 

@@ -135,7 +135,7 @@ check_invalid program_failpoint.lua 6 "failpoint: role 'app' runs a program; POS
 check_invalid throughput_metric_worker.lua 7 "expect.throughput\[1\].role: role 'a' runs mw_worker; only a program role reports its own metrics"
 check_invalid throughput_metric_name.lua 7 "expect.throughput\[1\].metric: expected the name a program reports"
 check_invalid throughput_metric_and_world.lua 7 "expect.throughput\[1\]: give world .* or metric and role .*, not both"
-# Numbers out of their ranges (docs/scenarios.md, "Limits").
+# Numbers out of their ranges (docs/scenarios.md, "Limits"), and a NUL byte in a string.
 check_invalid huge_at.lua 6 "timeline\[1\] time: 1e\+300 s is out of range \(0 to 24 h\)"
 check_invalid huge_at_inf.lua 6 "timeline\[1\] time: inf s is out of range \(0 to 24 h\)"
 check_invalid huge_at_string.lua 6 "timeline\[1\] time: \"1e300s\" is out of range \(0 to 24 h\)"
@@ -144,6 +144,7 @@ check_invalid huge_heartbeat.lua 3 "worlds.w1.heartbeat: \"1e15s\" is out of ran
 check_invalid inf_op_timeout.lua 4 "worlds.w1.op_timeout: inf s is out of range \(1 ms to 24 h\)"
 check_invalid huge_seed.lua 3 "seed: 18446744073709551616 is out of range \(0 to 9007199254740991\)"
 check_invalid huge_seed_1e300.lua 5 "seed: 1e\+300 is out of range \(0 to 9007199254740991\)"
+check_invalid program_nul.lua 6 "roles.app.program\[2\]: \"a\\\\0b\" holds a NUL byte"
 # Lua shortens long file names in its own messages; the harness gives the whole path back.
 long="$work/a-folder-whose-name-is-long-enough-that-lua-would-cut-it/and-deeper"
 mkdir -p "$long"

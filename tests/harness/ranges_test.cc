@@ -1,5 +1,6 @@
 // The ranges of a scenario's numbers (harness/scenario.h, docs/scenarios.md "Limits"): the time
-// parser's bounds, and the validator at the edges of each range, in and just out.
+// parser's bounds, and the validator at the edges of each range, in and just out. And the one rule
+// of its strings: no NUL byte.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -163,6 +164,19 @@ TEST_CASE("a nemesis's numbers have ranges, and its draw a limit", "[harness][ra
   n.gap = Ms(50);
   n.hold = Ms(10);
   CHECK(drawNemesis(n, 1, {}, "x", 7).size() == 14);
+}
+
+TEST_CASE("a NUL byte in any string of a scenario is refused, naming the field",
+          "[harness][ranges]") {
+  CHECK_THAT(oneError(scenarioWith("description = 'a\\0b'")),
+             Catch::Contains("description: \"a\\0b\" holds a NUL byte"));
+  CHECK_THAT(
+      oneError(
+          "scenario { name = 's', worlds = { w1 = {} },\n"
+          "  roles = { ['a\\0b'] = { worlds = { w1 = 1 } }, c = { worlds = { w1 = 0 } } } }\n"),
+      Catch::Contains("roles.a\\0b: \"a\\0b\" holds a NUL byte"));
+  CHECK_THAT(oneError(scenarioWith("timeline = { at(1, kill('b', 'SIGKILL\\0')) }")),
+             Catch::Contains("timeline[1] signal: \"SIGKILL\\0\" holds a NUL byte"));
 }
 
 }  // namespace
