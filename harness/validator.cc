@@ -504,6 +504,13 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
     }
     ts.root = static_cast<int>(
         whole(t.get("root"), tw, path + ".root", 0, mw::kMaxWorldSize - 1).value_or(0));
+    for (const auto& wn : ts.worlds) {
+      auto it = s.worlds.find(wn);
+      if (it != s.worlds.end() && ts.root >= it->second.size) {
+        error(tw, path + ".root: rank " + std::to_string(ts.root) + " is not a member of world '" +
+                      wn + "' (ranks 0 to " + std::to_string(it->second.size - 1) + ")");
+      }
+    }
     if (ts.pattern == chaos::TrafficPattern::kPipeline) {
       for (const auto& wn : ts.worlds) {
         auto it = s.worlds.find(wn);

@@ -140,6 +140,9 @@ TEST_CASE("a traffic rate is 0 or within kMinRate..kMaxRate", "[harness][ranges]
   CHECK_THAT(oneError(traffic("1e-300")),
              Catch::Contains("traffic[1].rate: 1e-300 is below 0.001 operations per second"));
   CHECK_THAT(
+      oneError(scenarioWith("traffic = { broadcast { world = 'w1', root = 2 } }")),
+      Catch::Contains("traffic[1].root: rank 2 is not a member of world 'w1' (ranks 0 to 1)"));
+  CHECK_THAT(
       oneError(scenarioWith("traffic = { gather_to_leader { world = 'w1', bytes = 1e300 } }")),
       Catch::Contains("traffic[1].bytes: expected a size from 1 byte to 2GiB"));
   CHECK_THAT(
