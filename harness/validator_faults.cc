@@ -191,7 +191,7 @@ Fault Validator::network(FaultKind kind, const LV& act, const std::string& aw,
   knownHost(host, "host");
   if (kind == FaultKind::kLoss) {
     auto p = number(act.get("p"), aw, path + " loss probability", 0, 1);
-    if (!p || *p == 0 || *p == 1) {
+    if (act.get("p") == nullptr || (p && (*p == 0 || *p == 1))) {  // else number() said why
       error(aw, path + ": loss(host, p): p must be a probability in (0, 1), like 0.2");
     }
     return Loss{host, p.value_or(0)};
@@ -204,11 +204,14 @@ Fault Validator::network(FaultKind kind, const LV& act, const std::string& aw,
   }
   Delay d{host};  // delay
   // Within kMaxTime, a delay in milliseconds fits an int.
-  d.delay_ms = static_cast<int>(
-      duration(act.get("delay"), aw, path + " delay", Ms(0), kMaxTime).value_or(Ms(0)).count());
+  const LV* given = act.get("delay");
+  const auto delay = duration(given, aw, path + " delay", Ms(0), kMaxTime);
+  d.delay_ms = static_cast<int>(delay.value_or(Ms(0)).count());
   d.jitter_ms = static_cast<int>(
       duration(act.get("jitter"), aw, path + " jitter", Ms(0), kMaxTime).value_or(Ms(0)).count());
-  if (d.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+  if (given == nullptr || (delay && d.delay_ms == 0)) {  // else duration() said why
+    error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+  }
   return d;
 }
 
