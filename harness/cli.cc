@@ -30,9 +30,10 @@ commands:
 options:
   -o, --out DIR       where reports go, one folder per scenario (default: mwchaos-out; for
                       report: the folder of REPORT.json)
-  --seed N            override every scenario's seed (random faults and Lua's math.random)
-  --duration D        run every scenario for D ("60s", "10m"): a soak, with a nemesis drawing
-                      faults until 1 s before the end
+  --seed N            override every scenario's seed (random faults and Lua's math.random):
+                      a whole number from 0 to 9007199254740991 (2^53 - 1)
+  --duration D        run every scenario for D ("60s", "10m", 500 ms to 24 h): a soak, with a
+                      nemesis drawing faults until 1 s before the end
   --backend B         run every world on backend B (gloo or nccl): --backend gloo plays a GPU
                       scenario on CPU worlds where there is no GPU
   --format LIST       report formats, comma separated: json,junit,html (default: all three),
@@ -75,6 +76,9 @@ examples:
   mwchaos validate scenarios/*.lua
   mwchaos report out/demo_worker_killed/report.json --format html
 )";
+
+// The help text names the ranges of --seed and --duration.
+static_assert(kMaxSeed == 9007199254740991ULL && kMaxTime == Ms(24 * 3600 * 1000));
 
 }  // namespace
 
@@ -126,19 +130,20 @@ int parseCli(int argc, char** argv, Cli& cli) {
       if (!v) return usageError(a + " needs a folder");
       cli.out = *v;
     } else if (a == "--seed") {
+      // The ranges of harness/scenario.h, as a scenario file's seed and duration have them.
       auto v = value("--seed");
-      if (!v) return usageError("--seed needs a number");
-      char* end = nullptr;
-      errno = 0;
-      unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-      if (v->empty() || *end != '\0' || errno != 0 || (*v)[0] == '-') {
-        return usageError("--seed: '" + *v + "' is not a whole number >= 0");
+      auto n = wholeNumber(v, 0, kMaxSeed);
+      if (!n) {
+        return usageError("--seed: expected a whole number from 0 to " + std::to_string(kMaxSeed) +
+                          (v ? ", got '" + *v + "'" : ""));
       }
-      cli.load.seed = n;
+      cli.load.seed = *n;
     } else if (a == "--duration") {
       auto v = value("--duration");
-      auto d = v ? parseDuration(*v) : std::nullopt;
-      if (!d || *d < Ms(500)) return usageError("--duration: expected a duration like 60s or 10m");
+      if (!v) return usageError("--duration needs a duration like 60s or 10m");
+      std::string why;
+      auto d = parseDuration(*v, &why, Ms(500), kMaxTime);
+      if (!d) return usageError("--duration: " + why);
       cli.load.duration = d;
     } else if (a == "--backend") {
       auto v = value("--backend");

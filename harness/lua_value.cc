@@ -28,10 +28,14 @@ LV convert(lua_State* L, int idx, int depth, std::string* err, std::vector<const
       v.t = LV::T::kNum;
       v.n = lua_tonumber(L, idx);
       return v;
-    case LUA_TSTRING:
+    case LUA_TSTRING: {
+      // All of it: a NUL inside is the validator's to refuse (Validator::str), not to cut at.
+      size_t len = 0;
+      const char* s = lua_tolstring(L, idx, &len);
       v.t = LV::T::kStr;
-      v.s = lua_tostring(L, idx);
+      v.s.assign(s, len);
       return v;
+    }
     case LUA_TFUNCTION:
       v.t = LV::T::kFunc;
       lua_pushvalue(L, idx);
@@ -59,7 +63,9 @@ LV convert(lua_State* L, int idx, int depth, std::string* err, std::vector<const
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     if (lua_type(L, -2) == LUA_TSTRING) {
-      std::string key = lua_tostring(L, -2);
+      size_t len = 0;
+      const char* k = lua_tolstring(L, -2, &len);
+      std::string key(k, len);
       v.fields.push_back(LVField{key, convert(L, -1, depth + 1, err, open)});
     } else if (lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len) {
       // sequence part: collected in order below

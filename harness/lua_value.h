@@ -17,7 +17,7 @@ struct LV {
   enum class T { kNil, kBool, kNum, kStr, kTable, kFunc } t = T::kNil;
   bool b = false;
   double n = 0;
-  std::string s;
+  std::string s;  // the whole string, NUL bytes included
   // String keys, sorted. (A pair<string, LV> member would need LV complete, which only GCC's
   // library lets pass; LVField is that pair.)
   std::vector<LVField> fields;

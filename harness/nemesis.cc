@@ -4,7 +4,7 @@ namespace mw::harness {
 
 std::vector<ActionSpec> drawNemesis(const NemesisSpec& n, uint64_t seed,
                                     const std::vector<std::string>& all_hosts,
-                                    const std::string& where) {
+                                    const std::string& where, size_t max_faults) {
   // splitmix64: the same sequence for the same seed on every machine and library.
   uint64_t state = seed * 0x9E3779B97F4A7C15ULL + 0x6E656D65ULL;
   auto next = [&state]() {
@@ -18,7 +18,7 @@ std::vector<ActionSpec> drawNemesis(const NemesisSpec& n, uint64_t seed,
   std::vector<ActionSpec> out;
   long long t = n.start.count();
   int k = 0;
-  for (;;) {
+  for (size_t drawn = 0; drawn < max_faults; ++drawn) {
     t += static_cast<long long>(static_cast<double>(n.gap.count()) * (0.5 + unit()));
     if (t + n.hold.count() > n.stop.count()) break;
     ActionSpec on, off;

@@ -3,6 +3,7 @@
 // seed on every machine.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,12 +16,14 @@ namespace mw::harness {
 // random gap after the previous one ended (uniform in [gap/2, 3*gap/2]) and is undone (heal,
 // resume, restart) `hold` after it starts; none ends after `spec.stop`. A partition cuts one host
 // off from `all_hosts`' others; loss drops `spec.loss` of one host's packets; pause and kill take
-// one of `spec.roles`. Each action's `where` is "<where> (nemesis #k)".
+// one of `spec.roles`. Each action's `where` is "<where> (nemesis #k)". The draw stops after
+// `max_faults` faults (2 * max_faults actions): a caller that wants to refuse a schedule past a
+// limit asks for one more fault than the limit allows.
 // A pure function of its arguments (splitmix64 from `seed`).
 // REQUIRES: spec.faults, and spec.roles or spec.hosts for the kinds asked for, are not empty;
 // spec.gap >= 1 ms.
 std::vector<ActionSpec> drawNemesis(const NemesisSpec& spec, uint64_t seed,
                                     const std::vector<std::string>& all_hosts,
-                                    const std::string& where);
+                                    const std::string& where, size_t max_faults = SIZE_MAX);
 
 }  // namespace mw::harness

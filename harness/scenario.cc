@@ -302,6 +302,10 @@ std::string describeApi() {
 
 scenario { name, description, duration, warmup, startup, seed, worlds, roles, traffic, timeline,
            expect }
+values   times "250us", "500ms", "2s", "1h" or seconds: 0 to 24 h, and each field's own range
+         (duration 500 ms to 24 h, heartbeat 50 ms to 1 h, op_timeout 1 ms to 24 h); seed a whole
+         number 0 to 2^53-1; rate 0 or 0.001 to 1000000 per second; never NaN or infinite; no
+         NUL byte in a string (docs/scenarios.md, "Numbers and strings")
 
 worlds   name = { backend = "gloo"|"nccl", heartbeat = "1s", op_timeout = "10s",
                   rejoin = false, start = true, size = n }

@@ -260,9 +260,49 @@ struct Scenario {
   std::vector<std::string> worldsTouchedBy(const ActionSpec& a) const;
 };
 
-// Parses "500ms", "1.5s", "2m", "250us" or a number of seconds. nullopt when malformed.
-std::optional<Ms> parseDuration(const std::string& text);
-// Parses "1MiB", "256KiB", "4KB", "1GiB" or a number of bytes. nullopt when malformed.
+// The ranges of a scenario's numbers (docs/scenarios.md, "Limits"). Validation refuses a value
+// outside its range with the file and line (exit 2), and the command line refuses --duration and
+// --seed past them (exit 2), so that no arithmetic on them later overflows: a fault at 1e300 s
+// once validated and then wrapped around to 0.001 s, and --duration 10000000h ran for 0.1 s.
+//
+// The longest time or duration anything takes: a scenario's duration (and --duration), a
+// warm-up, an at() time, a heartbeat, an op_timeout, a nemesis's span, gap and hold, a delay, an
+// expectation's deadline. A day is longer than any CI job runs, and a day in nanoseconds (8.64e13)
+// is far inside the int64 clocks the harness adds these times to.
+inline constexpr Ms kMaxTime{24LL * 3600 * 1000};
+// The largest seed, in a scenario or --seed: 2^53 - 1, the largest whole number that a Lua number
+// (a double, which scenario { seed = ... } passes through) and a JSON reader in any language hold
+// exactly, so that the seed a report records replays the same run.
+inline constexpr uint64_t kMaxSeed = (uint64_t{1} << 53) - 1;
+// A traffic pattern's rate, in operations per second per member: 0 (as fast as it can), or from
+// kMinRate (one operation in 1000 s: the worker sleeps 1 / rate between operations, a time that
+// must stay well inside kMaxTime) to kMaxRate (one operation a microsecond, more than any backend
+// completes).
+inline constexpr double kMinRate = 1e-3;
+inline constexpr double kMaxRate = 1e6;
+// The most faults a nemesis may draw (each followed by its undo): 100,000 is a fault every 0.86 s
+// of a 24 h soak; the planned timeline is held in memory and written into every report.
+inline constexpr size_t kMaxNemesisFaults = 100000;
+
+// The time parser. Parses "500ms", "1.5s", "2m", "1h", "250us" or a number of seconds, rounded to
+// whole milliseconds, into a time in [lo, hi]. Returns nullopt when the text is malformed, or
+// names NaN, an infinity, a negative time or one outside [lo, hi]; then *why (when given) says
+// which, as `expected a duration like "500ms" or "2s", got "soon"` or as `"1e300s" is out of
+// range (0 to 24 h)`. REQUIRES: Ms(0) <= lo <= hi <= kMaxTime.
+std::optional<Ms> parseDuration(const std::string& text, std::string* why = nullptr, Ms lo = Ms(0),
+                                Ms hi = kMaxTime);
+// The same for a number of seconds (scenario { duration = 2.5 }): *why reads "1e+300 s is out of
+// range (0 to 24 h)". REQUIRES: as for parseDuration.
+std::optional<Ms> secondsToTime(double seconds, std::string* why = nullptr, Ms lo = Ms(0),
+                                Ms hi = kMaxTime);
+// A time for messages: "0", "250 ms", "2 s", "24 h".
+std::string timeText(Ms t);
+// A number for messages: whole numbers in full ("18446744073709551616"), others in the fewest
+// digits that read back as `n` ("0.25", "86400.001", "1e+300", "inf", "nan").
+std::string numberText(double n);
+
+// Parses "1MiB", "256KiB", "4KB", "1GiB" or a number of bytes. nullopt when malformed, or when it
+// is not below 2^64 bytes.
 std::optional<uint64_t> parseBytes(const std::string& text);
 
 }  // namespace mw::harness

@@ -2,6 +2,7 @@
 // scenario API's text for `mwchaos list`.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -18,40 +19,86 @@ namespace mw::harness {
 
 namespace {
 
-// A non-negative finite number followed by one of `units`: the number times the unit's factor.
-std::optional<double> withUnit(const std::string& text,
-                               const std::map<std::string, double>& units) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
+// The number that `text` begins with, and the rest: nullopt when it begins with none. A number
+// past a double's range reads as an infinity, a NaN as "nan" reads as one: callers judge them.
+std::optional<std::pair<double, std::string>> numberAndUnit(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  return std::make_pair(v, text.substr(static_cast<size_t>(end - begin)));
+}
+
+std::string outOfRange(const std::string& shown, Ms lo, Ms hi) {
+  return shown + " is out of range (" + timeText(lo) + " to " + timeText(hi) + ")";
+}
+
+// The one range check of every time: `ms` (NaN, infinite, negative included) rounded into [lo, hi].
+std::optional<Ms> checkedTime(double ms, const std::string& shown, std::string* why, Ms lo, Ms hi) {
+  // Compared as doubles first: rounding a NaN or 1e300 to an integer is undefined behaviour.
+  const double rounded = std::isfinite(ms) ? std::round(ms) : ms;
+  if (!(rounded >= static_cast<double>(lo.count()) && rounded <= static_cast<double>(hi.count()))) {
+    if (why != nullptr) *why = outOfRange(shown, lo, hi);
     return std::nullopt;
   }
-  if (v < 0 || !std::isfinite(v)) return std::nullopt;
-  auto it = units.find(text.substr(pos));
-  if (it == units.end()) return std::nullopt;
-  return v * it->second;
+  return Ms(static_cast<long long>(rounded));
 }
 
 }  // namespace
 
-std::optional<Ms> parseDuration(const std::string& text) {
+std::optional<Ms> parseDuration(const std::string& text, std::string* why, Ms lo, Ms hi) {
   static const std::map<std::string, double> units = {{"ms", 1},     {"s", 1000},    {"", 1000},
                                                       {"m", 60000},  {"min", 60000}, {"us", 1e-3},
                                                       {"h", 3600000}};
-  auto ms = withUnit(text, units);
-  if (!ms) return std::nullopt;
-  return Ms(static_cast<long long>(std::llround(*ms)));
+  auto parsed = numberAndUnit(text);
+  auto unit = parsed ? units.find(parsed->second) : units.end();
+  if (unit == units.end()) {
+    if (why != nullptr) {
+      *why = "expected a duration like \"500ms\" or \"2s\", got \"" + text + "\"";
+    }
+    return std::nullopt;
+  }
+  return checkedTime(parsed->first * unit->second, "\"" + text + "\"", why, lo, hi);
+}
+
+std::optional<Ms> secondsToTime(double seconds, std::string* why, Ms lo, Ms hi) {
+  return checkedTime(seconds * 1000, numberText(seconds) + " s", why, lo, hi);
+}
+
+std::string timeText(Ms t) {
+  const long long ms = t.count();
+  if (ms == 0) return "0";
+  if (ms % 3600000 == 0) return std::to_string(ms / 3600000) + " h";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  return std::to_string(ms) + " ms";
+}
+
+std::string numberText(double n) {
+  if (std::isnan(n)) return "nan";  // printf writes 0 / 0, a negative NaN on x86, as "-nan"
+  char buf[64];
+  if (std::isfinite(n) && n == std::floor(n) && std::fabs(n) < 1e21) {
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+  } else {
+    // The fewest digits that read back as `n`: 86400.001 is not "86400".
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, n);
+      if (std::strtod(buf, nullptr) == n) break;
+    }
+  }
+  return buf;
 }
 
 std::optional<uint64_t> parseBytes(const std::string& text) {
   static const std::map<std::string, double> units = {
       {"", 1},     {"B", 1},    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
       {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},     {"kB", 1e3}};
-  auto bytes = withUnit(text, units);
-  if (!bytes) return std::nullopt;
-  return static_cast<uint64_t>(*bytes);
+  auto parsed = numberAndUnit(text);
+  auto unit = parsed ? units.find(parsed->second) : units.end();
+  if (unit == units.end()) return std::nullopt;
+  const double bytes = parsed->first * unit->second;
+  // 2^64: the first value a uint64_t cannot hold (the cast of a larger one is undefined).
+  if (!(bytes >= 0 && bytes < 18446744073709551616.0)) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
 }
 
 namespace {

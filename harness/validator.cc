@@ -21,7 +21,11 @@
 namespace mw::harness::loader {
 
 void Validator::error(const std::string& where, const std::string& msg) {
-  errors.push_back(refine(where, msg) + ": " + msg);
+  std::string line = refine(where, msg) + ": " + msg;
+  for (size_t p = 0; (p = line.find('\0', p)) != std::string::npos; p += 2) {
+    line.replace(p, 1, "\\0");
+  }
+  errors.push_back(std::move(line));
 }
 
 std::string Validator::refine(const std::string& where, const std::string& msg) {
@@ -72,25 +76,52 @@ void Validator::onlyFields(const LV& t, const std::string& where, const std::str
 }
 
 std::optional<Ms> Validator::duration(const LV* v, const std::string& where,
-                                      const std::string& path) {
+                                      const std::string& path, Ms lo, Ms hi) {
   if (v == nullptr) return std::nullopt;
   std::optional<Ms> d;
-  if (v->t == LV::T::kStr) d = parseDuration(v->s);
-  if (v->t == LV::T::kNum && v->n >= 0) d = Ms(static_cast<long long>(std::llround(v->n * 1000)));
-  if (!d) error(where, path + ": expected a duration like \"500ms\" or \"2s\", got " + v->show());
+  std::string why = "expected a duration like \"500ms\" or \"2s\", got " + v->show();
+  if (v->t == LV::T::kStr) d = parseDuration(v->s, &why, lo, hi);
+  if (v->t == LV::T::kNum) d = secondsToTime(v->n, &why, lo, hi);
+  if (!d) error(where, path + ": " + why);
   return d;
+}
+
+std::optional<double> Validator::number(const LV* v, const std::string& where,
+                                        const std::string& path, double lo, double hi,
+                                        const std::string& unit) {
+  auto n = typed<double>(
+      v, LV::T::kNum, [](const LV& x) { return x.n; }, "a number", where, path);
+  if (n && !(*n >= lo && *n <= hi)) {  // NaN too
+    error(where, path + ": " + numberText(*n) + " is out of range (" + numberText(lo) + " to " +
+                     numberText(hi) + (unit.empty() ? "" : " " + unit) + ")");
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<int64_t> Validator::whole(const LV* v, const std::string& where,
+                                        const std::string& path, int64_t lo, int64_t hi) {
+  auto n = number(v, where, path, static_cast<double>(lo), static_cast<double>(hi));
+  if (!n) return std::nullopt;
+  if (*n != std::floor(*n)) {
+    error(where, path + ": expected a whole number, got " + numberText(*n));
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(*n);  // exact: within [lo, hi], both within 2^53
+}
+
+bool Validator::noNul(const std::string& text, const std::string& where, const std::string& path) {
+  if (text.find('\0') == std::string::npos) return true;
+  error(where, path + ": \"" + text + "\" holds a NUL byte (a C string would end there)");
+  return false;
 }
 
 std::optional<std::string> Validator::str(const LV* v, const std::string& where,
                                           const std::string& path) {
-  return typed<std::string>(
+  auto s = typed<std::string>(
       v, LV::T::kStr, [](const LV& x) { return x.s; }, "a string", where, path);
-}
-
-std::optional<double> Validator::num(const LV* v, const std::string& where,
-                                     const std::string& path) {
-  return typed<double>(
-      v, LV::T::kNum, [](const LV& x) { return x.n; }, "a number", where, path);
+  if (s && !noNul(*s, where, path)) return std::nullopt;
+  return s;
 }
 
 std::optional<bool> Validator::boolean(const LV* v, const std::string& where,
@@ -126,13 +157,13 @@ Scenario Validator::scenario(const LV& t) {
   s.name = str(t.get("name"), w, "name").value_or("");
   if (s.name.empty()) error(w, "name: every scenario needs a name");
   s.description = str(t.get("description"), w, "description").value_or("");
-  s.duration = duration(t.get("duration"), w, "duration").value_or(Ms(5000));
+  s.duration = duration(t.get("duration"), w, "duration", Ms(500), kMaxTime).value_or(Ms(5000));
   s.warmup = duration(t.get("warmup"), w, "warmup")
                  .value_or(Ms(std::min<long long>(1000, s.duration.count() / 4)));
-  if (s.duration < Ms(500) || s.duration > Ms(24LL * 3600 * 1000)) {
-    error(w, "duration: must be between 500ms and 24h");
-  }
-  if (opts_.duration && *opts_.duration != s.duration) {
+  if (opts_.duration && (*opts_.duration < Ms(500) || *opts_.duration > kMaxTime)) {
+    error(w, "--duration: " + timeText(*opts_.duration) + " is out of range (500 ms to " +
+                 timeText(kMaxTime) + ")");
+  } else if (opts_.duration && *opts_.duration != s.duration) {
     // The name may speak of the file's duration ("... for 60 s"): a report says what ran.
     const long long ms = opts_.duration->count();
     s.name += " [run for " +
@@ -141,15 +172,18 @@ Scenario Validator::scenario(const LV& t) {
     s.duration = *opts_.duration;
   }
   if (s.warmup >= s.duration) error(w, "warmup: must be shorter than the duration");
-  s.startup = duration(t.get("startup"), w, "startup").value_or(Ms(60000));
-  if (s.startup < Ms(100) || s.startup > Ms(3600 * 1000)) {
-    error(w, "startup: must be between 100ms and 1h");
-  }
-  if (auto seed = num(t.get("seed"), w, "seed")) {
-    if (*seed < 0 || *seed != std::floor(*seed)) error(w, "seed: expected a whole number >= 0");
+  s.startup =
+      duration(t.get("startup"), w, "startup", Ms(100), Ms(3600 * 1000)).value_or(Ms(60000));
+  const auto max_seed = static_cast<int64_t>(kMaxSeed);
+  if (auto seed = whole(t.get("seed"), w, "seed", 0, max_seed)) {
     s.seed = static_cast<uint64_t>(*seed);
   }
-  if (opts_.seed) s.seed = *opts_.seed;
+  if (opts_.seed && *opts_.seed > kMaxSeed) {
+    error(w, "--seed: " + std::to_string(*opts_.seed) + " is out of range (0 to " +
+                 std::to_string(kMaxSeed) + ")");
+  } else if (opts_.seed) {
+    s.seed = *opts_.seed;
+  }
   worlds(t.get("worlds"), w, s);
   roles(t.get("roles"), w, s);
   sizes(s);
@@ -188,12 +222,17 @@ void Validator::worlds(const LV* v, const std::string& w, Scenario& s) {
     if (!mw::parseBackend(backend).ok()) {
       error(w, path + ".backend: expected \"gloo\" or \"nccl\", got \"" + backend + "\"");
     }
-    ws.heartbeat = duration(spec.get("heartbeat"), w, path + ".heartbeat").value_or(Ms(1000));
-    if (ws.heartbeat < Ms(50)) error(w, path + ".heartbeat: must be at least 50ms");
-    ws.op_timeout = duration(spec.get("op_timeout"), w, path + ".op_timeout").value_or(Ms(10000));
+    // The runtime's own ranges (multiworld/world_manager.h), the op_timeout's cut to kMaxTime:
+    // outside them, the run would fail only when the workers join, after their startup time.
+    ws.heartbeat = duration(spec.get("heartbeat"), w, path + ".heartbeat", Ms(50), Ms(3600 * 1000))
+                       .value_or(Ms(1000));
+    ws.op_timeout = duration(spec.get("op_timeout"), w, path + ".op_timeout", Ms(1), kMaxTime)
+                        .value_or(Ms(10000));
     ws.rejoin = boolean(spec.get("rejoin"), w, path + ".rejoin").value_or(false);
     ws.start = boolean(spec.get("start"), w, path + ".start").value_or(true);
-    if (auto n = num(spec.get("size"), w, path + ".size")) ws.size = static_cast<int>(*n);
+    if (auto n = whole(spec.get("size"), w, path + ".size", 1, mw::kMaxWorldSize)) {
+      ws.size = static_cast<int>(*n);
+    }
     s.worlds[name] = ws;
   }
 }
@@ -206,6 +245,7 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
   for (const auto& [name, spec] : v->fields) {
     if (name.rfind("__", 0) == 0) continue;
     const std::string path = "roles." + name;
+    if (!noNul(name, w, path)) continue;
     RoleSpec r;
     r.name = name;
     r.where = w;
@@ -238,11 +278,13 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
         error(w, rp + ": no world '" + world + "' in worlds");
         continue;
       }
-      if (rank.t != LV::T::kNum || rank.n < 0 || rank.n != std::floor(rank.n)) {
+      if (rank.t != LV::T::kNum) {
         error(w, rp + ": expected a rank (a whole number >= 0), got " + rank.show());
         continue;
       }
-      r.ranks[world] = static_cast<int>(rank.n);
+      if (auto n = whole(&rank, w, rp, 0, mw::kMaxWorldSize - 1)) {
+        r.ranks[world] = static_cast<int>(*n);
+      }
     }
     s.roles[name] = r;
   }
@@ -437,7 +479,10 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
     if (const LV* b = t.get("bytes")) {
       std::optional<uint64_t> n;
       if (b->t == LV::T::kStr) n = parseBytes(b->s);
-      if (b->t == LV::T::kNum && b->n >= 1) n = static_cast<uint64_t>(b->n);
+      // Compared before the cast: a double past uint64_t's range does not convert.
+      if (b->t == LV::T::kNum && b->n >= 1 && b->n <= (1ULL << 31)) {
+        n = static_cast<uint64_t>(b->n);
+      }
       if (!n || *n == 0 || *n > (1ULL << 31)) {
         error(tw,
               path + ".bytes: expected a size from 1 byte to 2GiB like \"1MiB\", got " + b->show());
@@ -451,9 +496,21 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
     } else {
       error(tw, path + ".dtype: unknown dtype \"" + dtype + "\"");
     }
-    ts.rate = num(t.get("rate"), tw, path + ".rate").value_or(0);
-    if (ts.rate < 0) error(tw, path + ".rate: must be >= 0 (0: as fast as possible)");
-    ts.root = static_cast<int>(num(t.get("root"), tw, path + ".root").value_or(0));
+    ts.rate =
+        number(t.get("rate"), tw, path + ".rate", 0, kMaxRate, "operations per second").value_or(0);
+    if (ts.rate > 0 && ts.rate < kMinRate) {
+      error(tw, path + ".rate: " + numberText(ts.rate) + " is below " + numberText(kMinRate) +
+                    " operations per second (give 0 for as fast as possible)");
+    }
+    ts.root = static_cast<int>(
+        whole(t.get("root"), tw, path + ".root", 0, mw::kMaxWorldSize - 1).value_or(0));
+    for (const auto& wn : ts.worlds) {
+      auto it = s.worlds.find(wn);
+      if (it != s.worlds.end() && ts.root >= it->second.size) {
+        error(tw, path + ".root: rank " + std::to_string(ts.root) + " is not a member of world '" +
+                      wn + "' (ranks 0 to " + std::to_string(it->second.size - 1) + ")");
+      }
+    }
     if (ts.pattern == chaos::TrafficPattern::kPipeline) {
       for (const auto& wn : ts.worlds) {
         auto it = s.worlds.find(wn);
@@ -509,6 +566,7 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
   if (const LV* d = v->get("detected_within")) {
     if (d->t == LV::T::kTable) {
       for (const auto& [world, dv] : d->fields) {
+        if (!noNul(world, w, "expect.detected_within")) continue;
         auto ms = duration(&dv, w, "expect.detected_within." + world);
         if (!ms) continue;
         if (world == "default") {
@@ -543,8 +601,8 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
       onlyFields(it, tw, p, {"world", "metric", "role", "ratio", "window"});
       ThroughputSpec ts;
       ts.where = tw;
-      ts.ratio = num(it.get("ratio"), tw, p + ".ratio").value_or(0.9);
-      if (!(ts.ratio > 0 && ts.ratio <= 10)) error(tw, p + ".ratio: must be in (0, 10]");
+      ts.ratio = number(it.get("ratio"), tw, p + ".ratio", 0, 10).value_or(0.9);
+      if (ts.ratio == 0) error(tw, p + ".ratio: must be in (0, 10]");
       ts.window = str(it.get("window"), tw, p + ".window").value_or("after");
       if (ts.window != "after" && ts.window != "during") {
         error(tw, p + ".window: expected \"after\" (first fault to the end) or \"during\" "

@@ -4,6 +4,7 @@
 // validator_faults.cc (the timeline, fault modes and the nemesis).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -20,7 +21,8 @@ class Validator {
 
   // Records "where: msg". Lua tables keep no line numbers, so for a field of a table, `where` (the
   // line its constructor was called at) is refined to the first line from there on that names the
-  // field: "worlds.w1.heartbeet: ..." points at the line holding "heartbeet =".
+  // field: "worlds.w1.heartbeet: ..." points at the line holding "heartbeet =". A NUL byte of the
+  // scenario's text in `msg` is written as \0.
   void error(const std::string& where, const std::string& msg);
 
   std::string refine(const std::string& where, const std::string& msg);
@@ -29,7 +31,29 @@ class Validator {
   void onlyFields(const LV& t, const std::string& where, const std::string& path,
                   std::initializer_list<const char*> allowed);
 
-  std::optional<Ms> duration(const LV* v, const std::string& where, const std::string& path);
+  // The range checks: every number a scenario gives goes through duration() (a time, by the time
+  // parser, harness/scenario.h) or number() (anything else), with the ranges of harness/scenario.h.
+
+  // The time `v` gives (a number of seconds, or a string like "500ms") when it lies in [lo, hi].
+  // nullopt when `v` is null (no error), and when it is malformed, NaN, infinite, negative or out
+  // of the range (an error naming `path` and the range: `worlds.w1.heartbeat: "1e15s" is out of
+  // range (50 ms to 1 h)`). REQUIRES: Ms(0) <= lo <= hi <= kMaxTime.
+  std::optional<Ms> duration(const LV* v, const std::string& where, const std::string& path,
+                             Ms lo = Ms(0), Ms hi = kMaxTime);
+
+  // The number `v` gives when it lies in [lo, hi]. nullopt when `v` is null (no error), and when
+  // it is not a number, or NaN, or out of the range (an error naming `path` and the range, with
+  // `unit` after it when given: "traffic[1].rate: nan is out of range (0 to 1000000 operations
+  // per second)").
+  std::optional<double> number(const LV* v, const std::string& where, const std::string& path,
+                               double lo, double hi, const std::string& unit = "");
+  // The same for a whole number: a fraction is an error too. REQUIRES: |lo|, |hi| <= 2^53.
+  std::optional<int64_t> whole(const LV* v, const std::string& where, const std::string& path,
+                               int64_t lo, int64_t hi);
+
+  // Whether `text` (a string of the scenario's) holds no NUL byte. A NUL is an error naming
+  // `path`: the C strings that names, arguments, environment and paths become would end at it.
+  bool noNul(const std::string& text, const std::string& where, const std::string& path);
 
   // The value of `v` when it has type `t` (nullopt, and an error naming `expected`, otherwise).
   template <typename R>
@@ -42,10 +66,12 @@ class Validator {
     }
     return get(*v);
   }
+  // The string `v` gives; nullopt when `v` is null (no error), not a string, or a string holding
+  // a NUL byte (an error naming `path`).
   std::optional<std::string> str(const LV* v, const std::string& where, const std::string& path);
-  std::optional<double> num(const LV* v, const std::string& where, const std::string& path);
   std::optional<bool> boolean(const LV* v, const std::string& where, const std::string& path);
 
+  // A list of strings (or one string), each as str() gives it; empty when `v` is null.
   std::vector<std::string> strList(const LV* v, const std::string& where, const std::string& path);
 
   Scenario scenario(const LV& t);

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -46,7 +47,7 @@ void Validator::timeline(const LV* v, const std::string& w, Scenario& s) {
       error(aw, path + ": expected at(time, action)");
       continue;
     }
-    auto t = duration(a.get("time"), aw, path + " time");
+    auto t = duration(a.get("time"), aw, path + " time", Ms(0), kMaxTime);
     const LV* act = a.get("action");
     if (act == nullptr || act->t != LV::T::kTable || act->kindTag().empty() ||
         act->kindTag() == "at") {
@@ -98,9 +99,12 @@ Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& a
   switch (kind) {
     case FaultKind::kKill: {
       std::string sig = "SIGKILL";
-      if (const LV* v = act.get("signal")) {
-        sig = v->t == LV::T::kNum ? std::to_string(static_cast<long>(v->n))
-                                  : str(v, aw, path + " signal").value_or("SIGKILL");
+      if (const LV* v = act.get("signal"); v != nullptr && v->t == LV::T::kNum) {
+        auto n = whole(v, aw, path + " signal", 1, NSIG - 1);
+        if (!n) return Kill{role};
+        sig = std::to_string(*n);  // a number in range but unknown is refused below
+      } else if (v != nullptr) {
+        sig = str(v, aw, path + " signal").value_or("SIGKILL");
       }
       Kill k{role};
       k.signal = signalNumber(sig, &k.signal_name);
@@ -186,8 +190,8 @@ Fault Validator::network(FaultKind kind, const LV& act, const std::string& aw,
   const std::string host = str(act.get("host"), aw, path + " host").value_or("");
   knownHost(host, "host");
   if (kind == FaultKind::kLoss) {
-    auto p = num(act.get("p"), aw, path + " loss probability");
-    if (!p || !(*p > 0 && *p < 1)) {
+    auto p = number(act.get("p"), aw, path + " loss probability", 0, 1);
+    if (act.get("p") == nullptr || (p && (*p == 0 || *p == 1))) {  // else number() said why
       error(aw, path + ": loss(host, p): p must be a probability in (0, 1), like 0.2");
     }
     return Loss{host, p.value_or(0)};
@@ -199,11 +203,15 @@ Fault Validator::network(FaultKind kind, const LV& act, const std::string& aw,
     return b;
   }
   Delay d{host};  // delay
-  d.delay_ms =
-      static_cast<int>(duration(act.get("delay"), aw, path + " delay").value_or(Ms(0)).count());
-  d.jitter_ms =
-      static_cast<int>(duration(act.get("jitter"), aw, path + " jitter").value_or(Ms(0)).count());
-  if (d.delay_ms <= 0) error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+  // Within kMaxTime, a delay in milliseconds fits an int.
+  const LV* given = act.get("delay");
+  const auto delay = duration(given, aw, path + " delay", Ms(0), kMaxTime);
+  d.delay_ms = static_cast<int>(delay.value_or(Ms(0)).count());
+  d.jitter_ms = static_cast<int>(
+      duration(act.get("jitter"), aw, path + " jitter", Ms(0), kMaxTime).value_or(Ms(0)).count());
+  if (given == nullptr || (delay && d.delay_ms == 0)) {  // else duration() said why
+    error(aw, path + ": delay(host, d [, jitter]): d like \"50ms\"");
+  }
   return d;
 }
 
@@ -226,11 +234,13 @@ void Validator::nemesis(const LV* v, const std::string& w, Scenario& s) {
   }
   if (n.faults.empty())
     error(w, "nemesis.faults: name at least one of partition, loss, pause, kill");
-  n.start = duration(v->get("start"), w, "nemesis.start").value_or(s.warmup);
-  n.stop = duration(v->get("stop"), w, "nemesis.stop").value_or(s.duration - Ms(1000));
-  n.gap = duration(v->get("gap"), w, "nemesis.gap").value_or(Ms(1000));
-  n.hold = duration(v->get("hold"), w, "nemesis.hold").value_or(Ms(300));
-  n.loss = num(v->get("loss"), w, "nemesis.loss").value_or(0.1);
+  n.start = duration(v->get("start"), w, "nemesis.start", Ms(0), kMaxTime).value_or(s.warmup);
+  n.stop =
+      duration(v->get("stop"), w, "nemesis.stop", Ms(0), kMaxTime).value_or(s.duration - Ms(1000));
+  n.gap = duration(v->get("gap"), w, "nemesis.gap", Ms(50), kMaxTime).value_or(Ms(1000));
+  n.hold = duration(v->get("hold"), w, "nemesis.hold", Ms(10), kMaxTime).value_or(Ms(300));
+  n.loss = number(v->get("loss"), w, "nemesis.loss", 0, 1).value_or(0.1);
+  if (n.loss == 0 || n.loss == 1) error(w, "nemesis.loss: must be a probability in (0, 1)");
   n.roles = strList(v->get("roles"), w, "nemesis.roles");
   n.hosts = strList(v->get("hosts"), w, "nemesis.hosts");
   if (n.roles.empty()) {
@@ -249,9 +259,15 @@ void Validator::nemesis(const LV* v, const std::string& w, Scenario& s) {
   if (n.stop > s.duration || n.start >= n.stop) {
     error(w, "nemesis: start and stop must lie within the duration, start before stop");
   }
-  if (n.gap < Ms(50) || n.hold < Ms(10)) error(w, "nemesis: gap must be >= 50ms and hold >= 10ms");
   if (!errors.empty()) return;
-  for (auto& a : drawNemesis(n, s.seed, s.hosts(), w)) s.timeline.push_back(std::move(a));
+  auto drawn = drawNemesis(n, s.seed, s.hosts(), w, kMaxNemesisFaults + 1);
+  if (drawn.size() > 2 * kMaxNemesisFaults) {
+    error(w, "nemesis: draws more than " + std::to_string(kMaxNemesisFaults) + " faults from " +
+                 timeText(n.start) + " to " + timeText(n.stop) + " with a gap of " +
+                 timeText(n.gap) + " and a hold of " + timeText(n.hold) + "; give a longer gap");
+    return;
+  }
+  for (auto& a : drawn) s.timeline.push_back(std::move(a));
   std::stable_sort(s.timeline.begin(), s.timeline.end(),
                    [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
 }
@@ -295,8 +311,8 @@ std::optional<int> Validator::errnoField(const LV& m, const std::string& aw,
 
 void Validator::probabilityAndOnce(const LV& m, const std::string& aw, const std::string& path,
                                    FailMode& f) {
-  f.probability = num(m.get("probability"), aw, path + " mode.probability").value_or(1.0);
-  if (!(f.probability > 0 && f.probability <= 1)) {
+  f.probability = number(m.get("probability"), aw, path + " mode.probability", 0, 1).value_or(1.0);
+  if (f.probability == 0) {
     error(aw, path + ": failpoint mode.probability: must be in (0, 1]");
   }
   f.once = boolean(m.get("once"), aw, path + " mode.once").value_or(false);
@@ -319,7 +335,9 @@ void Validator::failMode(const LV* m, const std::string& aw, const std::string& 
     if (f.failnum == 0)
       error(aw, path + ": failpoint mode.nccl: unknown NCCL result \"" + *n + "\"");
   }
-  if (auto n = num(m->get("failnum"), aw, path + " mode.failnum")) f.failnum = static_cast<int>(*n);
+  if (auto n = whole(m->get("failnum"), aw, path + " mode.failnum", INT_MIN, INT_MAX)) {
+    f.failnum = static_cast<int>(*n);
+  }
   if (f.failnum == 0) f.failnum = EIO;
   f.failinfo = boolean(m->get("async"), aw, path + " mode.async").value_or(false) ? 1 : 0;
   probabilityAndOnce(*m, aw, path, f);

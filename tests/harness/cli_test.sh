@@ -50,7 +50,23 @@ expect_rc 2 "unknown option" "$mwchaos" run --frobnicate x.lua
 expect_out "unknown option" "unknown option '--frobnicate'"
 expect_rc 2 "unknown command" "$mwchaos" explode
 expect_rc 2 "bad seed" "$mwchaos" run --seed -3 "$src/scenarios"
-expect_out "bad seed" "--seed: '-3' is not a whole number"
+expect_out "bad seed" "--seed: expected a whole number from 0 to 9007199254740991, got '-3'"
+# Numbers have ranges (docs/scenarios.md, "Limits"): a seed past 2^53-1 (1e300, 2^64, 2^53) or a
+# duration past 24 h is a usage error, never a run that wraps around (10000000h once ran for 0.1 s
+# and passed).
+for seed in 1e300 18446744073709551616 18446744073709551615 9007199254740992; do
+  expect_rc 2 "seed $seed" "$mwchaos" validate --seed "$seed" "$src/tests/harness/fixtures/one_role.lua"
+  expect_out "seed $seed" "--seed: expected a whole number from 0 to 9007199254740991, got '$seed'"
+done
+expect_rc 0 "largest seed" "$mwchaos" validate --seed 9007199254740991 "$src/tests/harness/fixtures/one_role.lua"
+expect_rc 2 "duration of 10000000h" "$mwchaos" run -q -o "$work/never" --duration 10000000h \
+  "$src/tests/harness/fixtures/one_role.lua"
+expect_out "duration of 10000000h" "--duration: \"10000000h\" is out of range \(500 ms to 24 h\)"
+expect_rc 2 "duration of 25h" "$mwchaos" validate --duration 25h "$src/tests/harness/fixtures/one_role.lua"
+expect_out "duration of 25h" "--duration: \"25h\" is out of range \(500 ms to 24 h\)"
+expect_rc 2 "duration of 1e300s" "$mwchaos" validate --duration 1e300s "$src/tests/harness/fixtures/one_role.lua"
+expect_out "duration of 1e300s" "--duration: \"1e300s\" is out of range"
+expect_rc 0 "duration of 24h" "$mwchaos" validate --duration 24h "$src/tests/harness/fixtures/one_role.lua"
 expect_rc 2 "bad backend" "$mwchaos" run --backend mpi "$src/scenarios"
 expect_rc 2 "bad format" "$mwchaos" run --format pdf "$src/scenarios"
 expect_rc 2 "bad duration" "$mwchaos" run --duration soon "$src/scenarios"
@@ -119,6 +135,16 @@ check_invalid program_failpoint.lua 6 "failpoint: role 'app' runs a program; POS
 check_invalid throughput_metric_worker.lua 7 "expect.throughput\[1\].role: role 'a' runs mw_worker; only a program role reports its own metrics"
 check_invalid throughput_metric_name.lua 7 "expect.throughput\[1\].metric: expected the name a program reports"
 check_invalid throughput_metric_and_world.lua 7 "expect.throughput\[1\]: give world .* or metric and role .*, not both"
+# Numbers out of their ranges (docs/scenarios.md, "Limits"), and a NUL byte in a string.
+check_invalid huge_at.lua 6 "timeline\[1\] time: 1e\+300 s is out of range \(0 to 24 h\)"
+check_invalid huge_at_inf.lua 6 "timeline\[1\] time: inf s is out of range \(0 to 24 h\)"
+check_invalid huge_at_string.lua 6 "timeline\[1\] time: \"1e300s\" is out of range \(0 to 24 h\)"
+check_invalid nan_rate.lua 6 "traffic\[1\].rate: nan is out of range \(0 to 1000000 operations per second\)"
+check_invalid huge_heartbeat.lua 3 "worlds.w1.heartbeat: \"1e15s\" is out of range \(50 ms to 1 h\)"
+check_invalid inf_op_timeout.lua 4 "worlds.w1.op_timeout: inf s is out of range \(1 ms to 24 h\)"
+check_invalid huge_seed.lua 3 "seed: 18446744073709551616 is out of range \(0 to 9007199254740991\)"
+check_invalid huge_seed_1e300.lua 5 "seed: 1e\+300 is out of range \(0 to 9007199254740991\)"
+check_invalid program_nul.lua 6 "roles.app.program\[2\]: \"a\\\\0b\" holds a NUL byte"
 # Lua shortens long file names in its own messages; the harness gives the whole path back.
 long="$work/a-folder-whose-name-is-long-enough-that-lua-would-cut-it/and-deeper"
 mkdir -p "$long"
