@@ -9,13 +9,17 @@
 // that a hook raised. So what could loop there is taken away or replaced: finalizers are refused;
 // xpcall runs its handler after the error has unwound; and the library functions whose C loops a
 // script can make endless (string.rep of empty strings; table.insert, table.remove and table.move
-// under a __len or with huge bounds) are replaced by ones that look at the deadline as they go.
+// under a __len or with huge bounds) are replaced by ones that look at the deadline as they go;
+// pattern matching, which can backtrack for ages, by one that counts its steps
+// (harness/lua_patterns.h) and looks at the deadline every 1024 of them.
 #include "harness/lua_sandbox.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <lua.hpp>
+
+#include "harness/lua_patterns.h"
 
 namespace mw::harness {
 
@@ -241,6 +245,12 @@ int sealState(lua_State* L) {
   lua_rawget(L, -2);
   clear(L, "dump");  // bytecode can be neither made nor loaded
   replace(L, "rep", stringRep);
+  void* box = nullptr;
+  lua_getallocf(L, &box);
+  PatternLimits patterns;
+  patterns.max_steps = static_cast<LuaSandbox*>(box)->limits().pattern_steps;
+  patterns.poll = &LuaSandbox::checkDeadline;
+  openGuardedPatterns(L, -1, patterns);
   lua_pop(L, 1);
   lua_pushliteral(L, "table");
   lua_rawget(L, -2);

@@ -16,10 +16,14 @@ namespace mw::harness {
 // The defaults of mwchaos's --lua-time-budget-ms and --lua-memory-mb (docs/scenarios.md, "Limits").
 constexpr long long kDefaultLuaTimeBudgetMs = 10000;
 constexpr uint64_t kDefaultLuaMemoryMiB = 256;
+// The steps one call of string.find, match, gsub (or one step of gmatch) may take: about a second
+// of backtracking; a pattern used as intended takes a few per subject byte.
+constexpr uint64_t kDefaultLuaPatternSteps = 100'000'000;
 
 struct LuaLimits {
   std::chrono::milliseconds time_budget{kDefaultLuaTimeBudgetMs};  // per entry
   uint64_t memory_bytes = kDefaultLuaMemoryMiB << 20;              // all the state holds
+  uint64_t pattern_steps = kDefaultLuaPatternSteps;  // per call (harness/lua_patterns.h)
 };
 
 class LuaSandbox {
@@ -35,7 +39,8 @@ class LuaSandbox {
   const LuaLimits& limits() const { return limits_; }
 
   // Removes what scenario code may not use (io, os, debug, bytecode, finalizers) and replaces the
-  // library functions that can loop in C, where no budget can stop them, with ones that cannot.
+  // library functions that can loop in C, where no budget can stop them, with ones that cannot
+  // (pattern matching: harness/lua_patterns.h, with limits().pattern_steps).
   // Call once, after the preludes that need `debug` have run. nullopt on success, else the error.
   std::optional<std::string> seal();
 

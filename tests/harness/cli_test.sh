@@ -318,6 +318,31 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   grep -q '<skipped' "$work/gpu/junit.xml" || fail "no GPU: junit has no skipped testcase"
 fi
 
+# Lua's pattern matching runs in C, where no hook fires: a pattern that backtracks for ages would
+# hang mwchaos, deaf to its time budget and to signals. The sandbox's matcher counts its steps: past
+# its budget (well under a second) the call fails naming the line, while loading and in a check
+# hook.
+steps="pattern matching exceeded its budget of 100000000 steps"
+SECONDS=0
+check_limit pattern_backtrack.lua ":5" "string.find: $steps"
+[ "$SECONDS" -le 10 ] || fail "catastrophic pattern: validate and run took $SECONDS s"
+n=0
+while IFS= read -r code; do
+  n=$((n + 1))
+  f="$work/pattern_$n.lua"
+  printf '%s\nscenario { name = "x", worlds = { w = {} }, roles = { a = { worlds = { w = 0 } } } }\n' \
+    "$code" >"$f"
+  expect_rc 2 "pattern $n: $code" limited validate "$f"
+  expect_out "pattern $n: $code" "^$f:1: string\.[a-z]+: $steps"
+done <<'EOF'
+local x = ("a"):rep(40):match(("a-"):rep(40) .. "b")
+for w in string.gmatch(("a"):rep(30), ("(a*)"):rep(30) .. "b") do end
+local s = string.gsub(("("):rep(300000), "%b()", "")
+EOF
+expect_rc 1 "pattern in a hook" limited run -q -o "$work/hookpattern" "$fx/check_pattern.lua"
+expect_out "pattern in a hook" "fail +expect.check hook: expect.check failed: $fx/check_pattern.lua:12: string.gsub: $steps"
+[ -s "$work/hookpattern/check_pattern/report.json" ] || fail "pattern in a hook: no report.json"
+
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"
   exit 1
