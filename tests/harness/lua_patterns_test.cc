@@ -1,14 +1,16 @@
 // The guarded pattern functions (harness/lua_patterns.h) against Lua 5.4's own: the same results
 // and the same error messages for hand-picked and random calls; and, where Lua's would run for
-// ages, an error about the budget or the time budget, quickly.
+// ages, an error about the budget, the time budget or an interrupt, quickly.
 #include "harness/lua_patterns.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <lua.hpp>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/lua_sandbox.h"
@@ -406,6 +408,26 @@ TEST_CASE("a pattern runs no longer than the time budget", "[harness][lua]") {
 local x = string.find(("a"):rep(n), ("a*"):rep(n) .. "b"))lua";
   CHECK(inSandbox(box, code) == "t:2: " + box.timeMessage());
   CHECK(Clock::now() - t0 < std::chrono::seconds(2));
+}
+
+TEST_CASE("the interrupt flag stops a running pattern and a running loop", "[harness][lua]") {
+  for (const char* code : {kStuck, "while true do end", kStuckCatching}) {
+    std::atomic<bool> interrupted{false};
+    LuaLimits limits;
+    limits.pattern_steps = ~0ULL;
+    limits.time_budget = std::chrono::seconds(60);
+    limits.interrupted = &interrupted;
+    LuaSandbox box(limits);
+    REQUIRE_FALSE(box.seal());
+    const auto t0 = Clock::now();
+    std::jthread signal([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      interrupted = true;
+    });
+    INFO(code);
+    CHECK(inSandbox(box, code) == "t:1: " + std::string(LuaSandbox::interruptMessage()));
+    CHECK(Clock::now() - t0 < std::chrono::seconds(3));
+  }
 }
 
 }  // namespace
