@@ -12,7 +12,6 @@ namespace mw::harness {
 namespace {
 
 constexpr char kEsc = '%';
-constexpr uint64_t kPollEvery = 1024;
 constexpr ptrdiff_t kOpen = -1;  // a capture's length while it is open
 constexpr ptrdiff_t kPosition = PatternMatcher::kPosition;
 

@@ -24,7 +24,13 @@ class PatternMatcher {
   // without the leading '^' that find, match and gsub take as an anchor.
   PatternMatcher(lua_State* L, const PatternLimits& limits, const char* fn, const char* src,
                  size_t len, const char* p, size_t plen)
-      : L_(L), limits_(limits), fn_(fn), src_(src), end_(src + len), p_end_(p + plen) {}
+      : L_(L),
+        limits_(limits),
+        fn_(fn),
+        src_(src),
+        end_(src + len),
+        p_end_(p + plen),
+        next_check_(limits.max_steps < kPollEvery ? limits.max_steps + 1 : kPollEvery) {}
 
   lua_State* state() const { return L_; }
 
@@ -49,6 +55,7 @@ class PatternMatcher {
  private:
   static constexpr int kMaxCaptures = 32;  // Lua's LUA_MAXCAPTURES
   static constexpr int kMaxDepth = 200;    // Lua's MAXCCALLS: nested matcher calls
+  static constexpr uint64_t kPollEvery = 1024;
 
   enum class Item { kTaken, kFailed, kOrdinary };
   struct Capture {
@@ -77,9 +84,9 @@ class PatternMatcher {
   const char* end_;
   const char* p_end_;
   uint64_t steps_ = 0;
-  uint64_t next_check_ = 0;  // at the first step: a budget of 0 steps is spent at once
-  int depth_ = kMaxDepth;    // nested matcher calls left
-  int level_ = 0;            // captures opened
+  uint64_t next_check_;    // the step count of the next look at the budget and the poll
+  int depth_ = kMaxDepth;  // nested matcher calls left
+  int level_ = 0;          // captures opened
   Capture caps_[kMaxCaptures];
 };
 
