@@ -1,21 +1,25 @@
 // The sandboxed Lua state of scenario code: memory cap, time budget per entry, trimmed library.
 //
-// The time budget is a count hook that compares the clock with the entry's deadline every
-// kHookEvery instructions. Past it, the hook raises an error, and from then on it runs before every
-// instruction and raises again: code that catches the error with pcall cannot execute a single
-// instruction more, so it unwinds to the harness.
+// The time budget is a count hook that compares the clock with the entry's deadline (and looks at
+// the interrupt flag) every kHookEvery instructions. Past it, the hook raises an error, and from
+// then on it runs before every instruction and raises again: code that catches the error with pcall
+// cannot execute a single instruction more, so it unwinds to the harness.
 //
 // Lua runs no hook in C code, in a __gc finalizer, or in a message handler called for an error
 // that a hook raised. So what could loop there is taken away or replaced: finalizers are refused;
 // xpcall runs its handler after the error has unwound; and the library functions whose C loops a
 // script can make endless (string.rep of empty strings; table.insert, table.remove and table.move
-// under a __len or with huge bounds) are replaced by ones that look at the deadline as they go.
+// under a __len or with huge bounds) are replaced by ones that look at the deadline as they go;
+// pattern matching, which can backtrack for ages, by one that counts its steps
+// (harness/lua_patterns.h) and looks at the deadline every 1024 of them.
 #include "harness/lua_sandbox.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <lua.hpp>
+
+#include "harness/lua_patterns.h"
 
 namespace mw::harness {
 
@@ -32,7 +36,7 @@ int panic(lua_State* L) {
 }
 
 void loopStep(lua_State* L, lua_Integer step) {
-  if (step % kLoopEvery == 0) LuaSandbox::checkDeadline(L);
+  if (step % kLoopEvery == 0) LuaSandbox::checkLimits(L);
 }
 
 // string.rep: Lua's own copies n empty pieces one by one, an endless loop in C for a huge n.
@@ -241,6 +245,12 @@ int sealState(lua_State* L) {
   lua_rawget(L, -2);
   clear(L, "dump");  // bytecode can be neither made nor loaded
   replace(L, "rep", stringRep);
+  void* box = nullptr;
+  lua_getallocf(L, &box);
+  PatternLimits patterns;
+  patterns.max_steps = static_cast<LuaSandbox*>(box)->limits().pattern_steps;
+  patterns.poll = &LuaSandbox::checkLimits;
+  openGuardedPatterns(L, -1, patterns);
   lua_pop(L, 1);
   lua_pushliteral(L, "table");
   lua_rawget(L, -2);
@@ -283,7 +293,7 @@ std::optional<std::string> LuaSandbox::seal() {
 
 void LuaSandbox::beginEntry() {
   deadline_ = std::chrono::steady_clock::now() + limits_.time_budget;
-  expired_ = false;
+  stop_ = Stop::kNone;
   refused_ = false;
   lua_sethook(L_, &LuaSandbox::hook, LUA_MASKCOUNT, kHookEvery);
 }
@@ -303,8 +313,12 @@ std::optional<std::string> LuaSandbox::call(int nargs, int nresults) {
   }
   lua_pop(L_, 1);
   if (status == LUA_ERRMEM || (refused_ && msg == "not enough memory")) return memoryMessage();
-  if (expired_ && msg.find(time_message_) == std::string::npos) return time_message_;
+  if (stop_ != Stop::kNone && msg.find(stopMessage()) == std::string::npos) return stopMessage();
   return msg;
+}
+
+const char* LuaSandbox::stopMessage() const {
+  return stop_ == Stop::kInterrupted ? interruptMessage() : time_message_.c_str();
 }
 
 std::string LuaSandbox::memoryMessage() const {
@@ -334,15 +348,21 @@ void* LuaSandbox::allocate(void* ud, void* ptr, size_t osize, size_t nsize) {
   return p;
 }
 
-void LuaSandbox::hook(lua_State* L, lua_Debug*) { checkDeadline(L); }
+void LuaSandbox::hook(lua_State* L, lua_Debug*) { checkLimits(L); }
 
-void LuaSandbox::checkDeadline(lua_State* L) {
+void LuaSandbox::checkLimits(lua_State* L) {
   void* ud = nullptr;
   lua_getallocf(L, &ud);
   auto* box = static_cast<LuaSandbox*>(ud);
-  if (!box->expired_) {
-    if (std::chrono::steady_clock::now() < box->deadline_) return;
-    box->expired_ = true;
+  if (box->stop_ == Stop::kNone) {
+    const std::atomic<bool>* interrupted = box->limits_.interrupted;
+    if (interrupted != nullptr && interrupted->load(std::memory_order_relaxed)) {
+      box->stop_ = Stop::kInterrupted;
+    } else if (std::chrono::steady_clock::now() >= box->deadline_) {
+      box->stop_ = Stop::kExpired;
+    } else {
+      return;
+    }
     // From now on before every instruction: code that catches the error cannot run on.
     lua_sethook(L, &LuaSandbox::hook, LUA_MASKCOUNT, 1);
   }
@@ -351,12 +371,11 @@ void LuaSandbox::checkDeadline(lua_State* L) {
   for (int level = 0; level < 64 && lua_getstack(L, level, &frame) != 0; ++level) {
     lua_getinfo(L, "Sl", &frame);
     if (frame.currentline > 0 && std::strncmp(frame.source, "=mw ", 4) != 0) {
-      lua_pushfstring(L, "%s:%d: %s", frame.short_src, frame.currentline,
-                      box->time_message_.c_str());
+      lua_pushfstring(L, "%s:%d: %s", frame.short_src, frame.currentline, box->stopMessage());
       lua_error(L);
     }
   }
-  lua_pushstring(L, box->time_message_.c_str());
+  lua_pushstring(L, box->stopMessage());
   lua_error(L);
 }
 

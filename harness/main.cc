@@ -167,13 +167,19 @@ void printErrors(const std::vector<std::string>& errors) {
 }
 
 // Loads every scenario named by the command line; prints the errors of those that are invalid.
-// Returns kExitUsage when any is, else kExitPass.
+// Returns kExitUsage when any is, else kExitPass; kExitInterrupted, at once, on a signal (scenario
+// code stuck in a loop or a pattern stops when it comes: LuaLimits::interrupted).
 int loadAll(const Cli& cli, std::vector<std::pair<std::string, LoadedScenario>>* loaded) {
   auto files = scenarioFiles(cli.paths);
   if (!files) return kExitUsage;
   int rc = kExitPass;
   for (const auto& f : *files) {
     auto r = loadScenario(f, cli.load);
+    if (interrupted.load()) {
+      printErrors(r.errors);  // where the scenario's code was when it stopped
+      std::fprintf(stderr, "mwchaos: interrupted while loading %s\n", f.c_str());
+      return kExitInterrupted;
+    }
     if (!r.loaded) {
       printErrors(r.errors);
       rc = kExitUsage;
@@ -223,6 +229,11 @@ json runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, Run
       verdicts = evaluate(s, res.record);
       if (s.expect.has_check) {
         auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
+        if (!ok && ro.interrupted != nullptr && ro.interrupted->load()) {  // stopped by the signal
+          res.outcome = RunOutcome::kInterrupted;
+          res.why = "interrupted while the expect.check hook ran: " + msg;
+          return mw::reports::reportJson(s, res.record, {}, "interrupted", res.why, env);
+        }
         verdicts.push_back(
             {"expect.check hook", "", ok ? VerdictStatus::kPass : VerdictStatus::kFail, "", "", msg,
              s.expect.where, {}});
@@ -370,6 +381,7 @@ int report(const Cli& cli) {
 int main(int argc, char** argv) {
   Cli cli;
   if (int rc = parseCli(argc, argv, cli); rc >= 0) return rc;
+  cli.load.lua.interrupted = &interrupted;
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   ::sigaction(SIGINT, &sa, nullptr);

@@ -344,6 +344,74 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   grep -q '<skipped' "$work/gpu/junit.xml" || fail "no GPU: junit has no skipped testcase"
 fi
 
+# Lua's pattern matching runs in C, where no hook fires: a pattern that backtracks for ages would
+# hang mwchaos, deaf to its time budget and to signals. The sandbox's matcher counts its steps: past
+# its budget (well under a second) the call fails naming the line, while loading and in a check
+# hook; and SIGINT or SIGTERM stop scenario code stuck in patterns at once (exit 130).
+steps="pattern matching exceeded its budget of 100000000 steps"
+SECONDS=0
+check_limit pattern_backtrack.lua ":5" "string.find: $steps"
+[ "$SECONDS" -le 10 ] || fail "catastrophic pattern: validate and run took $SECONDS s"
+n=0
+while IFS= read -r code; do
+  n=$((n + 1))
+  f="$work/pattern_$n.lua"
+  printf '%s\nscenario { name = "x", worlds = { w = {} }, roles = { a = { worlds = { w = 0 } } } }\n' \
+    "$code" >"$f"
+  expect_rc 2 "pattern $n: $code" limited validate "$f"
+  expect_out "pattern $n: $code" "^$f:1: string\.[a-z]+: $steps"
+done <<'EOF'
+local x = ("a"):rep(40):match(("a-"):rep(40) .. "b")
+for w in string.gmatch(("a"):rep(30), ("(a*)"):rep(30) .. "b") do end
+local s = string.gsub(("("):rep(300000), "%b()", "")
+EOF
+expect_rc 1 "pattern in a hook" limited run -q -o "$work/hookpattern" "$fx/check_pattern.lua"
+expect_out "pattern in a hook" "fail +expect.check hook: expect.check failed: $fx/check_pattern.lua:12: string.gsub: $steps"
+[ -s "$work/hookpattern/check_pattern/report.json" ] || fail "pattern in a hook: no report.json"
+# stopped <what> <pid> <log>: waits up to 5 s for the signalled mwchaos to end (kills it after
+# that); leaves its exit code in $rc and its output in $out.
+stopped() {
+  local what=$1 pid=$2
+  for _ in $(seq 1 50); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "$what: still running 5 s after the signal"
+    kill -9 "$pid"
+  fi
+  wait "$pid"
+  rc=$?
+  out=$(cat "$3")
+}
+for sig in TERM INT; do
+  "$mwchaos" validate --lua-time-budget-ms 600000 "$fx/pattern_stuck.lua" >"$work/stuck.log" 2>&1 &
+  pid=$!
+  sleep 1
+  kill -"$sig" "$pid"
+  stopped "SIG$sig while loading" "$pid" "$work/stuck.log"
+  [ "$rc" = 130 ] || fail "SIG$sig while loading: exit $rc, expected 130"
+  expect_out "SIG$sig while loading" "^$fx/pattern_stuck.lua:3: scenario code was interrupted by a signal"
+  expect_out "SIG$sig while loading" "^mwchaos: interrupted while loading $fx/pattern_stuck.lua$"
+done
+# In a check hook (it runs once the run is over and its worker gone): the run ends interrupted.
+"$mwchaos" run -q --lua-time-budget-ms 600000 -o "$work/hookstuck" "$fx/check_pattern_stuck.lua" \
+  >"$work/hookstuck.log" 2>&1 &
+pid=$!
+started=0
+for _ in $(seq 1 300); do
+  if pgrep -P "$pid" >/dev/null; then started=1; elif [ "$started" = 1 ]; then break; fi
+  sleep 0.1
+done
+sleep 0.5
+kill -TERM "$pid"
+stopped "SIGTERM in a hook" "$pid" "$work/hookstuck.log"
+[ "$rc" = 130 ] || fail "SIGTERM in a hook: exit $rc, expected 130"
+expect_out "SIGTERM in a hook" "^mwchaos: interrupted; every worker was stopped"
+grep -q '"why": "interrupted while the expect.check hook ran: expect.check failed: .*check_pattern_stuck.lua:12: scenario code was interrupted by a signal"' \
+  "$work/hookstuck/check_pattern_stuck/report.json" ||
+  fail "SIGTERM in a hook: no report saying the hook was interrupted"
+
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"
   exit 1
