@@ -9,7 +9,7 @@
 #   - ctest labels scenario, example and harness (every scenario of the library, the examples
 #     under the harness, the command line, interrupts and program roles);
 #   - the runtime's fault tests: the Catch2 cases tagged [fault], [failpoint], [lifecycle],
-#     [lateness], [starvation] and [telemetry] (each its own ctest, as in the gate);
+#     [lateness], [starvation], [telemetry] and [store] (each its own ctest, as in the gate);
 #   - the Python package's scenario and fault tests (test_examples.py's pipeline scenario,
 #     test_fault.py, test_exit.py), when --venv has the package.
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
@@ -91,7 +91,7 @@ fault_regex() {
   local bin names
   bin=$(find "$build/tests/runtime" -maxdepth 1 -name runtime_test -type f | head -n 1)
   [ -n "$bin" ] || return 0
-  names=$("$bin" --list-test-names-only "[fault],[failpoint],[lifecycle],[lateness],[starvation],[telemetry]" |
+  names=$("$bin" --list-test-names-only "[fault],[failpoint],[lifecycle],[lateness],[starvation],[telemetry],[store]" |
     grep -v '^$' | grep -v 'matching test case' | sed 's/[][\\.^$*+?(){}|]/\\&/g' | sed 's/^/^/; s/$/$/' | paste -sd'|')
   printf '%s' "$names"
 }
