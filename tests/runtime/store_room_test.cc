@@ -300,3 +300,29 @@ TEST_CASE("a world whose rank had a ghost forms healthy", "[runtime][store]") {
 
 }  // namespace
 }  // namespace mw
+
+namespace mw {
+namespace {
+
+using namespace store_test;  // NOLINT
+
+TEST_CASE("the first FORMED makes every member joined then count", "[runtime][store]") {
+  // A member stopped the instant its peer's join returned may not have said FORMED itself: its
+  // silence must still break the world (before, the Python fault test saw a SIGSTOPped worker
+  // never detected when the stop came first).
+  StoreServerOptions options;
+  options.world_name = "w1";
+  options.world_size = 2;
+  options.heartbeat_timeout = std::chrono::milliseconds(200);
+  auto server = startServer(options);
+  auto zero = joinAs(*server, 0, "w1", 2);
+  auto one = joinAs(*server, 1, "w1", 2);
+  formAll({zero.get()});  // rank 1 never says FORMED, and never heartbeats
+  auto notice = awaitNotice(*zero, {zero.get()}, in(3000));
+  REQUIRE(notice.ok());
+  CHECK(notice->rank == 1);
+  CHECK(notice->cause == Cause::kPeerSilent);
+}
+
+}  // namespace
+}  // namespace mw

@@ -117,9 +117,6 @@ bool Watchdog::service(Entry& e, short revents, Clock::time_point now) {
     }
     return true;
   }
-  // The world formed here (it was healthy): the store counts this member's loss and reports
-  // from now on. Sent once, before any report of its breaking.
-  link->formed().ignore();
   if (w.state() != WorldState::kHealthy) {
     // Whatever broke it here, tell the store, so every other member learns at once (whoever
     // hosts the store: rank 0's own link reaches its own server too); then stop watching, once

@@ -111,6 +111,9 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
 }
 
 void World::markHealthy() {
+  // The rendezvous completed: every member is here. The store counts losses from now on; said
+  // before the caller's join returns, so that a member stopped the next instant is judged.
+  if (link_) link_->formed().ignore();
   WorldState expected = WorldState::kJoining;
   if (state_.compare_exchange_strong(expected, WorldState::kHealthy)) {
     sink_->emit(

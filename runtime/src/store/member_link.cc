@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <mutex>
 
 #include "core/failpoint.h"
 #include "multiworld/store.h"
@@ -35,9 +36,13 @@ class Link final : public MemberLink {
   int fd() const override { return io_.fd(); }
   milliseconds heartbeatInterval() const override { return interval_; }
   milliseconds heartbeatTimeout() const override { return timeout_; }
-  Clock::time_point lastHeard() const override { return last_heard_; }
+  Clock::time_point lastHeard() const override {
+    std::lock_guard lock(mu_);
+    return last_heard_;
+  }
 
   Status sendHeartbeat() override {
+    std::lock_guard lock(mu_);
     if (auto injected = link_point_.check()) {
       // As when the socket fails for real: the connection is gone at both ends, so the store
       // announces this member's loss to the others at once.
@@ -56,29 +61,25 @@ class Link final : public MemberLink {
   }
 
   Status reportBroken(Cause cause, const std::string& detail) override {
-    if (!error_.ok()) return error_;
-    std::string frame = encodeFrame(msg::Broken{cause, detail.substr(0, kMaxDetailBytes)});
-    if (io_.pending() + frame.size() <= kMaxOutBytes) io_.queue(frame);
-    flush();
-    return error_;
+    std::lock_guard lock(mu_);
+    return queueReport(cause, detail);
   }
 
   Status formed() override {
-    if (!error_.ok() || formed_sent_) return error_;
-    formed_sent_ = true;
-    io_.queue(encodeFrame(msg::Formed{}));
-    flush();
-    return error_;
+    std::lock_guard lock(mu_);
+    return queueFormed();
   }
 
   Status leave() override {
+    std::lock_guard lock(mu_);
     // A member that leaves was in a formed world (it was healthy): said first, so that the
-    // others hear of its leaving even if the watchdog had not said so yet.
-    formed().ignore();
-    return reportBroken(Cause::kPeerLeft, "left the world");
+    // others hear of its leaving even if FORMED had not gone out yet.
+    queueFormed().ignore();
+    return queueReport(Cause::kPeerLeft, "left the world");
   }
 
   Result<std::vector<MemberNotice>> readNotices() override {
+    std::lock_guard lock(mu_);
     if (!error_.ok()) return error_;
     size_t got = 0;
     Status read = io_.readAvailable(SIZE_MAX, true, &got);
@@ -97,9 +98,30 @@ class Link final : public MemberLink {
     return notices;
   }
 
-  void markJoined() { last_heard_ = Clock::now(); }
+  void markJoined() {
+    std::lock_guard lock(mu_);
+    last_heard_ = Clock::now();
+  }
 
  private:
+  // REQUIRES: mu_ held.
+  Status queueReport(Cause cause, const std::string& detail) {
+    if (!error_.ok()) return error_;
+    std::string frame = encodeFrame(msg::Broken{cause, detail.substr(0, kMaxDetailBytes)});
+    if (io_.pending() + frame.size() <= kMaxOutBytes) io_.queue(frame);
+    flush();
+    return error_;
+  }
+
+  // REQUIRES: mu_ held.
+  Status queueFormed() {
+    if (!error_.ok() || formed_sent_) return error_;
+    formed_sent_ = true;
+    io_.queue(encodeFrame(msg::Formed{}));
+    flush();
+    return error_;
+  }
+
   void fail(const std::string& why) {
     if (error_.ok()) error_ = Status(Code::kIoError, "member link: " + why);
   }
@@ -121,7 +143,9 @@ class Link final : public MemberLink {
     fail(std::string("unexpected ") + msgTypeName(typeOf(*m)) + " frame from the store");
   }
 
-  FramedConn io_;
+  // The watchdog drives the link; the joining thread says FORMED (World::markHealthy) meanwhile.
+  mutable std::mutex mu_;
+  FramedConn io_;  // GUARDED_BY(mu_), as everything below but the constants
   const milliseconds interval_;
   const milliseconds timeout_;
   Status error_;  // sticky: the first failure

@@ -20,7 +20,8 @@ struct MemberNotice {
 };
 
 // A member's liveness link to its world's store. Non-blocking after join; designed to be driven by
-// one watchdog thread that polls fd(). Thread rules: one thread at a time.
+// one watchdog thread that polls fd(). Thread rules: any thread (an internal mutex serializes the
+// calls; none blocks).
 class MemberLink {
  public:
   // Connects (retrying refused connections, and a store full or closing the connection under a
@@ -43,9 +44,10 @@ class MemberLink {
   virtual Status sendHeartbeat() = 0;
   // Tells the server that this member saw the world break. Best effort, never blocks.
   virtual Status reportBroken(Cause cause, const std::string& detail) = 0;
-  // Tells the server that this member's world has formed (it is healthy): from then on the
-  // server announces this link's loss and acts on its reports; before, a member that goes is no
-  // loss. Sent once (later calls do nothing). Best effort, never blocks.
+  // Tells the server that this member's world has formed (its rendezvous completed): from then
+  // on the server announces the loss of every member joined now and acts on their reports;
+  // before, a member that goes is no loss. Sent once (later calls do nothing). Best effort, never
+  // blocks.
   virtual Status formed() = 0;
   // Tells the server that this member leaves the world: the others are told kPeerLeft, not
   // kPeerDied, when the link then closes. Says formed() first. Best effort, never blocks; call

@@ -141,7 +141,12 @@ void Server::onMemberClient(Conn& c, const msg::MemberClient& m) {
 
 void Server::onFormed(Conn& c) {
   if (c.rank < 0) return protocolError(c, "FORMED from a connection that has not joined");
-  c.formed = true;
+  // Its rendezvous completed, which needs every rank: the members joined now are the ones that
+  // formed the world (a ghost that went before is not among them). Their losses and reports
+  // count from now on, whichever of them says so first.
+  for (uint64_t id : members_) {
+    if (Conn* m = find(id)) m->formed = true;
+  }
 }
 
 void Server::onBroken(Conn& c, const msg::Broken& m) {
