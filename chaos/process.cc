@@ -173,7 +173,7 @@ Result<std::unique_ptr<Process>> Process::spawn(const std::vector<std::string>& 
 }
 
 Process::~Process() {
-  if (pid_ > 0 && !reaped_) killAndReap();
+  if (pid_ > 0 && !released_) killAndReap();
   for (int fd : {in_, out_, err_, tel_}) {
     if (fd >= 0) ::close(fd);
   }
@@ -231,10 +231,32 @@ void Process::noteStatus(int status) {
 
 bool Process::poll() {
   if (reaped_ || pid_ <= 0) return reaped_;
+  // WNOWAIT: learn that it ended, and how, without releasing it. Releasing a process (the kernel's
+  // release_task) can take the caller seconds beside busy CPUs on some kernels (6.18 in a VM:
+  // invalidating the dead task's /proc entries), and poll() runs in the harness's timeline loop:
+  // many_worlds' kill of one worker stalled that loop for 5 to 230 s beside two CPU hogs. The
+  // process stays a zombie (its pid is not reused) until release().
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid != pid_) {
+    return false;
+  }
+  reaped_ = true;
+  if (info.si_code == CLD_EXITED) {
+    exit_code_ = info.si_status;
+  } else {
+    term_signal_ = info.si_status;
+  }
+  return true;
+}
+
+void Process::release() {
+  if (pid_ <= 0 || released_) return;
   int status = 0;
-  pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) noteStatus(status);
-  return reaped_;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  released_ = true;
+  if (!reaped_) noteStatus(status);
 }
 
 bool Process::waitUntil(Deadline deadline) {
@@ -246,13 +268,12 @@ bool Process::waitUntil(Deadline deadline) {
 }
 
 void Process::killAndReap() {
-  if (pid_ <= 0 || reaped_) return;
-  ::kill(-pid_, SIGKILL);
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  if (pid_ <= 0 || released_) return;
+  if (!reaped_) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
   }
-  noteStatus(status);
+  release();
 }
 
 std::string Process::exitText() const {

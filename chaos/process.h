@@ -66,11 +66,15 @@ class Process {
   void tell(const std::string& line);
   void closeStdin();
 
-  // Reaps it when it has exited; true once reaped.
+  // True once it has exited (then exitText() and the codes say how). Never blocks: it leaves the
+  // process a zombie, for release() (or the destructor) to reap.
   bool poll();
+  // Reaps it, waiting until it has exited (the kernel's release of a dead process can take a
+  // while: call it outside time-critical loops). Idempotent.
+  void release();
   // Waits until it exits or `deadline`; true once reaped.
   bool waitUntil(Deadline deadline);
-  // SIGKILL to the group, then reap (blocks until the kernel has it).
+  // SIGKILL to the group unless it has exited, then release() (blocks until the kernel has it).
   void killAndReap();
   bool reaped() const { return reaped_; }
   // "exited 0", "killed by SIGKILL", ... once reaped.
@@ -88,7 +92,8 @@ class Process {
  private:
   pid_t pid_ = -1;
   int in_ = -1, out_ = -1, err_ = -1, tel_ = -1;
-  bool reaped_ = false;
+  bool reaped_ = false;    // it exited, and its status is known (poll, release)
+  bool released_ = false;  // the kernel has released it (no zombie is left)
   int exit_code_ = -1;
   int term_signal_ = 0;
   void noteStatus(int status);

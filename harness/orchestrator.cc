@@ -213,7 +213,8 @@ std::vector<std::string> Run::programEnv(const RoleSpec& r) const {
   std::vector<std::string> env;
   for (const auto& [name, value] : r.env) {
     std::string err;
-    env.push_back(name + "=" + expandPlaceholders(value, s_, r, where, token_, &err).value_or(value));
+    env.push_back(name + "=" +
+                  expandPlaceholders(value, s_, r, where, token_, &err).value_or(value));
   }
   std::string worlds;  // r.ranks is sorted by name
   for (const auto& [world, rank] : r.ranks) worlds += (worlds.empty() ? "" : ",") + world;
@@ -326,9 +327,8 @@ void Run::waitReady() {
       if (w.proc && w.proc->poll() && !w.ready) {
         readAll(w);
         if (res_.outcome != RunOutcome::kCompleted) return;
-        fail(RunOutcome::kHarnessError,
-             "role '" + role + "' " + w.proc->exitText() +
-                 " before it joined its worlds: " + lastOutput(w));
+        fail(RunOutcome::kHarnessError, "role '" + role + "' " + w.proc->exitText() +
+                                            " before it joined its worlds: " + lastOutput(w));
         return;
       }
       all &= w.ready;
@@ -445,8 +445,10 @@ void Run::stopAll() {
 void Run::cleanup() {
   for (auto& [role, w] : workers_) {
     if (!w.proc) continue;
-    // The worker is reaped, but processes of its group (its own children) may take a moment
-    // to die after the group's SIGKILL: give them a second, then count what is left.
+    // The worker has exited (a zombie until released here), but processes of its group (its
+    // own children) may take a moment to die after the group's SIGKILL: give them a second,
+    // then count what is left.
+    w.proc->release();
     const pid_t group = w.proc->pid();
     const auto until = deadlineIn(1s);
     int alive = chaos::aliveInGroup(group);
