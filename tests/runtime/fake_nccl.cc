@@ -26,6 +26,7 @@ MW_FAKE_NCCL(ncclAllReduce)
 MW_FAKE_NCCL(ncclReduce)
 MW_FAKE_NCCL(ncclAllGather)
 MW_FAKE_NCCL(ncclReduceScatter)
+MW_FAKE_NCCL(ncclCommCount)
 #endif
 
 }  // extern "C"

@@ -127,7 +127,8 @@ class WorldManager {
   // it, instead of failing one write with EPIPE.
   WorldManager();
   // Cancels every initialization still joining (as removeWorld), removes every world and joins
-  // every thread.
+  // every thread; then waits up to 2 s for the process's nccl communicator aborts still running
+  // (see removeWorld), and leaves those that take longer to finish on their own threads.
   ~WorldManager();
   WorldManager(const WorldManager&) = delete;
   WorldManager& operator=(const WorldManager&) = delete;
@@ -154,7 +155,9 @@ class WorldManager {
   // addresses (within milliseconds), and removeWorld returns once it has, the name free again.
   // Only the connection of Gloo's pairs, after every member has published its address, is not
   // cancellable; Gloo bounds it by the join's deadline. A world that came up just before the
-  // cancel is removed as a healthy one.
+  // cancel is removed as a healthy one. An nccl world's communicator is aborted on a thread of its
+  // own, which may outlive this call: NCCL's abort frees device memory, which can wait for another
+  // world's stuck kernel, and this call waits for it 20 ms at most (docs/design.md, "Failure").
   Status removeWorld(const std::string& name);
 
   // Every world not yet removed, in name order.

@@ -13,8 +13,14 @@
 #include "core/manager_impl.h"
 #include "core/thread_name.h"
 #include "core/work_state.h"
+#include "nccl/nccl_backend.h"
 
 namespace mw {
+
+namespace {
+// How long ~WorldManager waits for NCCL communicators still being aborted.
+constexpr auto kNcclAbortsAtExit = std::chrono::seconds(2);
+}  // namespace
 
 const char* backendName(BackendKind b) {
   switch (b) {
@@ -185,6 +191,10 @@ WorldManager::Impl::~Impl() {
     for (auto& [name, w] : worlds_) names.push_back(name);
   }
   for (auto& n : names) remove(n).ignore();
+  // NCCL communicators still being aborted (each on its thread: one may wait for another world's
+  // stuck kernel) get a bounded while to finish, so that a program that ends after its manager
+  // rarely exits under an abort; past it they are left to finish alone.
+  detail::waitForNcclAborts(deadlineIn(kNcclAbortsAtExit));
   telemetry_.reset();  // after the removals: their events are reported
   watchdog_.reset();
 }

@@ -1,6 +1,8 @@
 #include "nccl/nccl_backend.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -11,8 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_name.h"
 #include "nccl/nccl_loader.h"
+#include "nccl/nccl_resources.h"
+#include "store/socket.h"
 
 namespace mw::detail {
 
@@ -20,18 +23,32 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// An operation that has not completed within this long of being launched is polled with short
-// sleeps instead of a spin (the first microseconds catch the small, fast ones).
+// An operation that has not completed within this long of being launched is polled with sleeps
+// instead of a spin (the first microseconds catch the small, fast ones); the sleeps double from
+// kPollSleepMin up to kPollSleepMax, and start over at the next progress.
 constexpr auto kSpinFor = std::chrono::microseconds(50);
-constexpr auto kPollSleep = std::chrono::microseconds(20);
+constexpr auto kPollSleepMin = std::chrono::microseconds(20);
+constexpr auto kPollSleepMax = std::chrono::milliseconds(1);
 // Operations launched and not yet complete, per world (the stream keeps them in order).
 constexpr size_t kMaxInFlight = 64;
 // How long a launch may hold its GPU's launch lock while NCCL finishes it in the background
 // (connection setup on a first operation can take long, and forever when the peer is gone): after
 // this the other worlds on the GPU may launch again.
 constexpr auto kLaunchLockLimit = 100ms;
-// After an abort, how long to wait for the stream's work to end before failing its operations.
+// After an abort, how long to wait for the stream's work to end before failing its operations and
+// leaving the world's memory behind.
 constexpr auto kDrainLimit = 10s;
+// How long a world's teardown waits for its communicator's abort before leaving it to finish on
+// its own thread: an abort that frees device memory waits for every kernel on the device, another
+// world's stuck kernel included.
+constexpr auto kAbortWait = 20ms;
+// ncclResult_t is a C enum: a value none of NCCL's results takes, for "the world is aborting".
+constexpr auto kAbortSeen = static_cast<ncclResult_t>(-1);
+
+// The next sleep of a poll that made no progress.
+std::chrono::microseconds backOff(std::chrono::microseconds sleep) {
+  return std::min<std::chrono::microseconds>(sleep * 2, kPollSleepMax);
+}
 
 std::string cudaText(cudaError_t e) {
   return std::string(ncclApi().cudaGetErrorName(e)) + " (" + ncclApi().cudaGetErrorString(e) + ")";
@@ -105,97 +122,11 @@ std::mutex& launchMutex(int device) {
   return mutexes[static_cast<size_t>(device) & 63];
 }
 
-// One thread per process aborts communicators. Those handed over within a millisecond of each
-// other (a process's worlds broken by one fault) are aborted inside one NCCL group (NCCL >= 2.22),
-// so that no abort waits on a kernel of another communicator that is itself being aborted. The
-// thread is owned by the process's one Aborter (made at the first NCCL world), which stops and
-// joins it at exit, after the aborts handed to it (NCCL is opened with dlopen and never closed, so
-// it is still there then).
-class Aborter {
- public:
-  static Aborter& instance() {
-    static Aborter a;
-    return a;
-  }
-  ~Aborter() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
-  // Aborts `comm` and returns NCCL's result once it is done.
-  ncclResult_t abort(ncclComm_t comm) {
-    auto req = std::make_shared<Request>();
-    req->comm = comm;
-    {
-      std::lock_guard lock(mu_);
-      pending_.push_back(req);
-    }
-    cv_.notify_one();
-    std::unique_lock lock(req->mu);
-    req->cv.wait(lock, [&] { return req->done; });
-    return req->result;
-  }
-
- private:
-  struct Request {
-    ncclComm_t comm = nullptr;
-    ncclResult_t result = ncclSuccess;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-  };
-
-  Aborter() : thread_([this] { loop(); }) {}
-
-  void loop() {
-    nameThisThread("mw-nccl-abort");
-    for (;;) {
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return !pending_.empty() || stopping_; });
-        if (pending_.empty()) return;  // stopping, and nothing left to abort
-      }
-      std::this_thread::sleep_for(1ms);  // let the others that broke with it arrive
-      std::vector<std::shared_ptr<Request>> batch;
-      {
-        std::lock_guard lock(mu_);
-        batch.assign(pending_.begin(), pending_.end());
-        pending_.clear();
-      }
-      const bool grouped = batch.size() > 1;  // the loader checked NCCL >= 2.22
-      if (grouped) ncclApi().ncclGroupStart();
-      for (auto& r : batch) r->result = ncclApi().ncclCommAbort(r->comm);
-      if (grouped) {
-        ncclResult_t end = ncclApi().ncclGroupEnd();
-        for (auto& r : batch) {
-          if (r->result == ncclSuccess) r->result = end;
-        }
-      }
-      for (auto& r : batch) {
-        {
-          std::lock_guard lock(r->mu);
-          r->done = true;
-        }
-        r->cv.notify_all();
-      }
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Request>> pending_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                         // GUARDED_BY(mu_)
-  std::thread thread_;                            // last: starts once the above exist
-};
-
 struct Failure {
   Cause cause;
   int peer;
   std::string detail;
+  bool aborting = false;  // the world was aborted meanwhile: nothing to report
 };
 
 class NcclBackend final : public Backend {
@@ -232,6 +163,7 @@ class NcclBackend final : public Backend {
       std::lock_guard lock(mu_);
       if (abort_reason_) return;
       abort_reason_ = reason;
+      aborting_.store(true);  // a launch in progress sees it (settle)
       dropped.swap(queue_);
     }
     cv_.notify_all();
@@ -248,18 +180,10 @@ class NcclBackend final : public Backend {
       shut_down_ = true;
     }
     abort(Status(Code::kAborted, "world '" + cfg_.world + "' was removed"));
+    // The executor hands the communicator to its abort, drains the stream and releases the
+    // world's CUDA objects, on its own thread (its current device is the world's): nothing here
+    // may wait for the GPU.
     if (executor_.joinable()) executor_.join();
-    // The executor aborted the communicator and drained the stream.
-    {
-      std::lock_guard lock(events_mu_);
-      for (cudaEvent_t e : events_) api_.cudaEventDestroy(e);
-      events_.clear();
-      free_events_.clear();
-    }
-    if (scratch_ != nullptr) api_.cudaFree(scratch_);
-    if (stream_ != nullptr) api_.cudaStreamDestroy(stream_);
-    scratch_ = nullptr;
-    stream_ = nullptr;
   }
 
  private:
@@ -273,13 +197,20 @@ class NcclBackend final : public Backend {
   ncclResult_t enqueue(const OpRequest& op);
   ncclResult_t rooted(const OpRequest& op);
   ncclResult_t allToAll(const OpRequest& op);
-  // Polls the communicator until the last call is no longer in progress or `until` passes
-  // (then returns ncclInProgress).
+  // Polls the communicator until the last call is no longer in progress, `until` passes (then
+  // returns ncclInProgress) or the world is aborted (kAbortSeen).
   ncclResult_t settle(Clock::time_point until);
   std::optional<Failure> asyncFailure();
-  Failure ncclFailure(const char* what, ncclResult_t r, const std::string& suffix = "");
+  // An NCCL result as a failure. A synchronous one (an NCCL call's own result) carries NCCL's
+  // last error text, labelled as the process-wide buffer it is; an asynchronous one never does
+  // (that text may be any thread's, long after).
+  Failure ncclFailure(const char* what, ncclResult_t r, bool synchronous,
+                      const std::string& suffix = "");
   void fail(const Failure& f);
+  // Hands the communicator to its abort, waits (bounded) for the stream's work, completes every
+  // operation in flight, and releases the world's CUDA objects. On the executor thread, last.
   void drain(std::deque<InFlight>& inflight);
+  void releaseCudaObjects(bool gpu_done);
   // Records op.ready on op.stream in the submitting thread (the CUDA stream contract,
   // multiworld/cuda_stream.h). kInvalidArgument when CUDA refuses the stream.
   Status orderAfterCaller(OpRequest& op);
@@ -292,8 +223,9 @@ class NcclBackend final : public Backend {
   const NcclConfig cfg_;
   const NcclApi& api_ = ncclApi();  // loaded before any backend is built
   ncclComm_t comm_;                 // executor thread only, until it has aborted it
-  cudaStream_t stream_;
-  int* scratch_;  // one int on the device, for barrier
+  cudaStream_t stream_;             // executor thread only, once built
+  int* scratch_;                    // one int on the device, for barrier (takeScratch)
+  std::atomic<bool> aborting_{false};  // abort_reason_ is set: read without mu_ while launching
   BackendErrorHandler on_error_;
   const OpFailPoints failpoints_;
   std::optional<Injection> async_injection_;  // executor thread only
@@ -334,28 +266,41 @@ Status NcclBackend::orderAfterCaller(OpRequest& op) {
   const bool switched =
       api_.cudaGetDevice(&previous) != cudaSuccess || previous != cfg_.device;
   cudaError_t e = switched ? api_.cudaSetDevice(cfg_.device) : cudaSuccess;
-  cudaEvent_t ready = nullptr;
+  // A stream being captured into a CUDA graph would pull the world's stream into the capture
+  // (cudaStreamWaitEvent on an event recorded there): the world's work would be recorded, not
+  // run, and the caller's capture broken.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const char* call = "cudaStreamIsCapturing";
   if (e == cudaSuccess) {
+    e = api_.cudaStreamIsCapturing(static_cast<cudaStream_t>(op.stream), &capture);
+  }
+  cudaEvent_t ready = nullptr;
+  if (e == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
+    call = "cudaEventRecord";
     ready = takeEvent();
     e = ready == nullptr ? cudaErrorMemoryAllocation
                          : api_.cudaEventRecord(ready, static_cast<cudaStream_t>(op.stream));
   }
   if (switched && previous >= 0) api_.cudaSetDevice(previous);
-  if (e == cudaSuccess) {
+  if (e == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
     op.ready = ready;
     return Status::Ok();
   }
-  api_.cudaGetLastError();  // not a sticky error: the caller's own CUDA calls go on
+  if (e != cudaSuccess) api_.cudaGetLastError();  // not sticky: the caller's CUDA calls go on
   giveEvent(ready);
   char stream[32];
   std::snprintf(stream, sizeof stream, "%p", op.stream);
-  return Status(Code::kInvalidArgument,
-                "world '" + cfg_.world + "': " + opKindName(op.kind) +
-                    " cannot be ordered after the caller's CUDA stream " +
-                    (op.stream == nullptr ? std::string("(the default stream)") : stream) +
-                    ": cudaEventRecord: " + cudaText(e) +
-                    " (the current stream must be a live stream of cuda:" +
-                    std::to_string(cfg_.device) + ")");
+  const std::string prefix = "world '" + cfg_.world + "': " + opKindName(op.kind) +
+                             " cannot be ordered after the caller's CUDA stream " +
+                             (op.stream == nullptr ? std::string("(the default stream)") : stream);
+  if (e == cudaSuccess) {
+    return Status(Code::kInvalidArgument,
+                  prefix + ": it is being captured into a CUDA graph, and an nccl world's "
+                           "operations cannot be captured (submit outside the capture)");
+  }
+  return Status(Code::kInvalidArgument, prefix + ": " + call + ": " + cudaText(e) +
+                                            " (the current stream must be a live stream of cuda:" +
+                                            std::to_string(cfg_.device) + ")");
 }
 
 Status NcclBackend::abortReason() {
@@ -368,6 +313,7 @@ void NcclBackend::run() {
   api_.cudaSetDevice(cfg_.device);
   std::deque<InFlight> inflight;
   auto last_progress = Clock::now();
+  std::chrono::microseconds sleep = kPollSleepMin;
   for (;;) {
     std::optional<OpRequest> next;
     {
@@ -393,7 +339,7 @@ void NcclBackend::run() {
       // A failed launch may have left part of its work on the stream: it is drained with the rest.
       inflight.push_back({std::move(*next), done});
       if (f) {
-        fail(*f);
+        if (!f->aborting) fail(*f);
         break;
       }
       progressed = true;
@@ -423,6 +369,7 @@ void NcclBackend::run() {
     if (inflight.empty()) continue;
     if (cudaError_t q = api_.cudaEventQuery(inflight.front().done);
         q != cudaSuccess && q != cudaErrorNotReady) {
+      api_.cudaGetLastError();
       fail({Cause::kBackendError, -1,
             std::string(opKindName(inflight.front().req.kind)) + ": CUDA: " + cudaText(q)});
       break;
@@ -440,8 +387,10 @@ void NcclBackend::run() {
     }
     if (progressed) {
       last_progress = now;
+      sleep = kPollSleepMin;
     } else if (now - last_progress > kSpinFor) {
-      std::this_thread::sleep_for(kPollSleep);
+      std::this_thread::sleep_for(sleep);
+      sleep = backOff(sleep);
     }
   }
   drain(inflight);
@@ -462,23 +411,29 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
   failpoints_.delayIfAsked();
   auto injected = failpoints_[op.kind].check();
   if (injected && injected->failinfo == 0) {
-    return ncclFailure(what, static_cast<ncclResult_t>(injected->failnum), injected->suffix());
+    return ncclFailure(what, static_cast<ncclResult_t>(injected->failnum), true,
+                       injected->suffix());
   }
   ncclResult_t r = ncclSuccess;
+  bool settled = false;  // r is then the communicator's asynchronous state, not the call's result
   {
     std::unique_lock gpu(launchMutex(cfg_.device));
     r = enqueue(op);
-    if (r == ncclInProgress) r = settle(std::min(op.deadline, Clock::now() + kLaunchLockLimit));
+    if (r == ncclInProgress) {
+      settled = true;
+      r = settle(std::min(op.deadline, Clock::now() + kLaunchLockLimit));
+    }
     if (r == ncclInProgress) {
       gpu.unlock();  // the other worlds on this GPU need not wait for this one's peers
       r = settle(op.deadline);
     }
   }
+  if (r == kAbortSeen) return Failure{Cause::kBackendError, -1, "", true};
   if (r == ncclInProgress) {
     return Failure{Cause::kOpTimeout, -1,
                    std::string(what) + " passed its deadline while NCCL was launching it"};
   }
-  if (r != ncclSuccess) return ncclFailure(what, r);
+  if (r != ncclSuccess) return ncclFailure(what, r, !settled);
   if (cudaError_t e = api_.cudaEventRecord(done, stream_); e != cudaSuccess) {
     return Failure{Cause::kBackendError, -1,
                    std::string(what) + ": cudaEventRecord: " + cudaText(e)};
@@ -489,10 +444,15 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
 
 ncclResult_t NcclBackend::settle(Clock::time_point until) {
   ncclResult_t r = ncclInProgress;
+  std::chrono::microseconds sleep = kPollSleepMin;
   while (r == ncclInProgress) {
     if (api_.ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return ncclInternalError;
     if (r != ncclInProgress || Clock::now() >= until) break;
-    std::this_thread::sleep_for(kPollSleep);
+    // A peer that died before the connections formed keeps NCCL in progress forever: the
+    // world's abort (its removal, or its break by the store) ends the wait.
+    if (aborting_.load()) return kAbortSeen;
+    std::this_thread::sleep_for(sleep);
+    sleep = backOff(sleep);
   }
   return r;
 }
@@ -589,19 +549,25 @@ std::optional<Failure> NcclBackend::asyncFailure() {
   if (async_injection_) {
     Injection inj = *async_injection_;
     async_injection_.reset();
-    return ncclFailure("asynchronous error", static_cast<ncclResult_t>(inj.failnum), inj.suffix());
+    return ncclFailure("asynchronous error", static_cast<ncclResult_t>(inj.failnum), false,
+                       inj.suffix());
   }
   ncclResult_t async = ncclSuccess;
   if (ncclResult_t r = api_.ncclCommGetAsyncError(comm_, &async); r != ncclSuccess) async = r;
   if (async == ncclSuccess || async == ncclInProgress) return std::nullopt;
-  return ncclFailure("asynchronous error", async);
+  return ncclFailure("asynchronous error", async, false);
 }
 
-Failure NcclBackend::ncclFailure(const char* what, ncclResult_t r, const std::string& suffix) {
+Failure NcclBackend::ncclFailure(const char* what, ncclResult_t r, bool synchronous,
+                                 const std::string& suffix) {
   std::string detail = std::string("nccl ") + what + ": " + ncclText(r);
-  if (suffix.empty()) {
+  if (synchronous && suffix.empty()) {
+    // One buffer for the whole process: right after this thread's failed call it is most likely,
+    // not surely, this call's text.
     const char* last = api_.ncclGetLastError(comm_);
-    if (last != nullptr && *last != '\0') detail += ": " + std::string(last);
+    if (last != nullptr && *last != '\0') {
+      detail += " (NCCL's last error, one buffer for the whole process: " + std::string(last) + ")";
+    }
   }
   detail += suffix;
   // A remote error means a peer exited or the network failed: the member is lost to us.
@@ -614,25 +580,61 @@ void NcclBackend::fail(const Failure& f) {
 }
 
 void NcclBackend::drain(std::deque<InFlight>& inflight) {
-  // Never finalize or destroy a communicator whose peer may be dead: abort it. NCCL's kernels
-  // then exit, and the stream's work ends.
-  if (comm_ != nullptr) Aborter::instance().abort(comm_);
+  // Never finalize or destroy a communicator whose peer may be dead: abort it, on a thread of its
+  // own. NCCL's kernels then exit, and the stream's work ends.
+  std::shared_ptr<AbortTicket> abort;
+  if (comm_ != nullptr) abort = startAbort(comm_, cfg_.device);
   comm_ = nullptr;
   const Status reason = abortReason();
   const auto until = deadlineIn(kDrainLimit);
+  bool gpu_done = true;
   for (auto& f : inflight) {
     // Completing the work hands the caller's memory back: only once the GPU is done with it.
+    std::chrono::microseconds sleep = kPollSleepMin;
     while (f.done != nullptr && api_.cudaEventQuery(f.done) == cudaErrorNotReady &&
            Clock::now() < until) {
-      std::this_thread::sleep_for(100us);
+      std::this_thread::sleep_for(sleep);
+      sleep = backOff(sleep);
+    }
+    if (f.done != nullptr && api_.cudaEventQuery(f.done) == cudaErrorNotReady) {
+      gpu_done = false;
+      f.req.work->complete(Status(
+          Code::kBackendError,
+          "world '" + cfg_.world + "': " + opKindName(f.req.kind) + " was not finished by the GPU " +
+              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count()) +
+              " s after the world's abort (" + reason.message() +
+              "): its communicator and memory are left behind, never freed under it"));
+      continue;
     }
     f.req.work->complete(reason);
   }
   inflight.clear();
+  api_.cudaGetLastError();
+  // Usually done within microseconds; an abort that waits for another world's stuck kernel
+  // finishes on its own thread.
+  if (abort) abort->waitUntil(deadlineIn(kAbortWait));
+  releaseCudaObjects(gpu_done);
 }
 
+void NcclBackend::releaseCudaObjects(bool gpu_done) {
+  // Neither call waits for the GPU: queued work still runs, and the event's waits end.
+  std::lock_guard lock(events_mu_);
+  for (cudaEvent_t e : events_) api_.cudaEventDestroy(e);
+  events_.clear();
+  free_events_.clear();
+  if (stream_ != nullptr) api_.cudaStreamDestroy(stream_);
+  stream_ = nullptr;
+  // The barrier's int goes back to the pool only when nothing on the GPU can still write it.
+  if (gpu_done) giveScratch(cfg_.device, scratch_);
+  scratch_ = nullptr;
+}
+
+// Makes the world's communicator, stream and barrier memory. A communicator made and then not used
+// (init failed, timed out or was cancelled) is left in `*unused`, for the caller to abort on this
+// same thread: NCCL 2.22-2.25's abort of an unfinished init uses this thread's job record.
 Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
-                                      BackendErrorHandler on_error, Deadline deadline) {
+                                      BackendErrorHandler on_error, Deadline deadline,
+                                      ncclComm_t* unused) {
   const std::string where = "world '" + cfg.world + "' (nccl, rank " + std::to_string(cfg.rank) +
                             " of " + std::to_string(cfg.size) +
                             ", cuda:" + std::to_string(cfg.device) + ")";
@@ -654,7 +656,7 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
     Status s = store.set(key, std::string(id.internal, sizeof(id.internal)), deadline);
     if (!s.ok()) return Status(s.code(), where + ": publishing the NCCL id: " + s.message());
   } else {
-    auto v = store.get(key, deadline);
+    auto v = store.get(key, deadline);  // ends at once when the join is cancelled
     if (!v.ok()) {
       return Status(v.status().code(), where + ": reading the NCCL id: " + v.status().message());
     }
@@ -668,37 +670,58 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;    // every call returns at once; completion is polled against deadlines
   config.splitShare = 0;  // nothing shared with any other world's communicator
+  config.commName = cfg.world.c_str();  // NCCL's logs and profilers name the world
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclApi().ncclCommInitRankConfig(&comm, cfg.size, id, cfg.rank, &config);
   while (r == ncclInProgress && comm != nullptr) {
     if (Clock::now() >= deadline) {
-      Aborter::instance().abort(comm);
+      *unused = comm;
       return Status(Code::kTimeout,
                     where + ": the members did not all initialize NCCL before the deadline");
     }
-    std::this_thread::sleep_for(1ms);
+    // Sleeps 1 ms, or ends at once when the join is cancelled (World::cancelJoin).
+    if (Status s = store::pause(1ms, deadline); s.code() == Code::kAborted) {
+      *unused = comm;
+      return Status(Code::kAborted, "cancelled");
+    }
     if (ncclApi().ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
+  }
+  // NCCL 2.22-2.25 keep, in a non-blocking communicator, a pointer into this thread's storage
+  // until ncclCommEnsureReady clears it, which the first operation would do from the executor,
+  // after this thread has exited (a use after free). ncclCommCount calls it here.
+  int count = 0;
+  if (r == ncclSuccess) r = ncclApi().ncclCommCount(comm, &count);
+  if (r == ncclSuccess && count != cfg.size) {
+    *unused = comm;
+    return Status(Code::kBackendError, where + ": NCCL made a communicator of " +
+                                           std::to_string(count) + " ranks, not " +
+                                           std::to_string(cfg.size));
   }
   if (r != ncclSuccess) {
     std::string last =
         comm != nullptr ? ncclApi().ncclGetLastError(comm) : ncclApi().ncclGetLastError(nullptr);
-    if (comm != nullptr) Aborter::instance().abort(comm);
-    return Status(Code::kBackendError, where + ": ncclCommInitRankConfig: " + ncclText(r) +
-                                           (last.empty() ? "" : ": " + last));
+    *unused = comm;
+    return Status(Code::kBackendError,
+                  where + ": ncclCommInitRankConfig: " + ncclText(r) +
+                      (last.empty() ? ""
+                                    : " (NCCL's last error, one buffer for the whole process: " +
+                                          last + ")"));
   }
   cudaStream_t stream = nullptr;
-  int* scratch = nullptr;
   cudaError_t e = ncclApi().cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = ncclApi().cudaMalloc(reinterpret_cast<void**>(&scratch), sizeof(int));
-  if (e == cudaSuccess) e = ncclApi().cudaMemset(scratch, 0, sizeof(int));
   if (e != cudaSuccess) {
-    if (scratch != nullptr) ncclApi().cudaFree(scratch);
-    if (stream != nullptr) ncclApi().cudaStreamDestroy(stream);
-    Aborter::instance().abort(comm);
+    ncclApi().cudaGetLastError();
+    *unused = comm;
     return Status(Code::kBackendError, where + ": creating its CUDA stream: " + cudaText(e));
   }
+  Result<int*> scratch = takeScratch(cfg.device);
+  if (!scratch.ok()) {
+    ncclApi().cudaStreamDestroy(stream);
+    *unused = comm;
+    return Status(scratch.status().code(), where + ": " + scratch.status().message());
+  }
   return std::shared_ptr<Backend>(std::make_shared<NcclBackend>(
-      cfg, comm, stream, scratch, std::move(on_error), std::move(failpoints)));
+      cfg, comm, stream, *scratch, std::move(on_error), std::move(failpoints)));
 }
 
 }  // namespace
@@ -718,6 +741,16 @@ Status checkCudaDevice(int index) {
     std::string why = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
                           ? ": this machine has no usable NVIDIA driver or GPU"
                           : "";
+    int driver = 0, runtime = 0;
+    if (e == cudaErrorInsufficientDriver &&
+        ncclApi().cudaDriverGetVersion(&driver) == cudaSuccess &&
+        ncclApi().cudaRuntimeGetVersion(&runtime) == cudaSuccess && driver > 0) {
+      auto cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+      why = ": the NVIDIA driver is too old for the CUDA runtime " + ncclApi().cudart_file +
+            " (CUDA " + cuda(runtime) + "): the driver supports CUDA " + cuda(driver) + " at most" +
+            (runtime >= 13000 ? "; CUDA 13 needs driver 580 or newer" : "") +
+            "";
+    }
     return Status(Code::kUnavailable,
                   dev + " cannot be used: cudaGetDeviceCount: " + cudaText(e) + why + seen);
   }
@@ -732,10 +765,50 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
                                                    BackendErrorHandler on_error,
                                                    Deadline deadline) {
   MW_RETURN_IF_ERROR(checkCudaDevice(config.device));
-  // In a thread of its own: NCCL's init may leave per-thread state behind when it fails, and the
-  // caller's current device stays as it was.
-  Result<std::shared_ptr<Backend>> result = Status(Code::kAborted, "not run");
-  std::thread([&] { result = init(config, store, std::move(on_error), deadline); }).join();
+  // In a thread of its own: NCCL's init leaves per-thread state behind, and the caller's current
+  // device stays as it was. The thread waits for the store in the caller's CancelScope, so that
+  // cancelJoin() ends it. It hands its result over first; a communicator it made and did not use
+  // is then aborted on it, and the caller waits for that only briefly (see init).
+  struct Handover {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<std::shared_ptr<Backend>>> result;  // GUARDED_BY(mu)
+    bool ended = false;                                       // GUARDED_BY(mu)
+  };
+  auto handover = std::make_shared<Handover>();
+  const int cancel_fd = store::currentCancelFd();
+  std::thread initializer([handover, config, &store, on_error = std::move(on_error), deadline,
+                           cancel_fd]() mutable {
+    ncclComm_t unused = nullptr;
+    Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
+    {
+      store::CancelScope cancellable(cancel_fd);
+      r = init(config, store, std::move(on_error), deadline, &unused);
+    }
+    AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
+    {
+      std::lock_guard lock(handover->mu);
+      handover->result = std::move(r);
+    }
+    handover->cv.notify_all();
+    if (unused != nullptr) ncclApi().ncclCommAbort(unused);
+    {
+      std::lock_guard lock(handover->mu);
+      handover->ended = true;
+    }
+    handover->cv.notify_all();
+  });
+  std::unique_lock lock(handover->mu);
+  handover->cv.wait(lock, [&] { return handover->result.has_value(); });
+  const bool ended =
+      handover->cv.wait_until(lock, deadlineIn(kAbortWait), [&] { return handover->ended; });
+  Result<std::shared_ptr<Backend>> result = std::move(*handover->result);
+  lock.unlock();
+  if (ended) {
+    initializer.join();
+  } else {
+    initializer.detach();  // its abort waits for the GPU: it ends on its own
+  }
   return result;
 }
 

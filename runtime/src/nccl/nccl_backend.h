@@ -1,10 +1,11 @@
 // The NCCL backend: GPU worlds, one non-blocking NCCL communicator and one CUDA stream per world.
 //
 // Completion is found by polling a CUDA event per operation and the communicator's asynchronous
-// error against the operation's deadline; nothing ever blocks in a stream synchronize. A failed
-// world's communicator is aborted (ncclCommAbort, never finalized or destroyed: its peer may be
-// dead), by one process-wide thread that aborts every communicator handed to it at about the
-// same time inside one NCCL group. Launches on one GPU are serialized across worlds.
+// error against the operation's deadline; nothing ever blocks in a stream synchronize. A failed or
+// removed world's communicator is aborted (ncclCommAbort, never finalized or destroyed: its peer
+// may be dead) on a thread of its own, so that no abort waits behind another; every wait for the
+// GPU is bounded, and past the bound the world's memory is left behind rather than freed under
+// work that may still use it. Launches on one GPU are serialized across worlds.
 //
 // Built only where CUDA and NCCL are found (MW_WITH_NCCL); without them createNcclBackend says so.
 #pragma once
@@ -36,5 +37,14 @@ Status checkCudaDevice(int index);
 Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, StoreClient& store,
                                                    BackendErrorHandler on_error,
                                                    Deadline deadline);
+
+// Waits until every communicator abort started in this process so far has returned, or
+// `deadline` passed; true when none is left (at once without the NCCL backend). An abort may wait
+// for every kernel on its device, another world's stuck one included: a removal does not wait
+// for it past a few milliseconds, and ~WorldManager waits here, bounded. Thread-safe.
+bool waitForNcclAborts(Deadline deadline);
+
+// The communicator aborts started and not yet returned in this process. Thread-safe.
+int ncclAbortsInFlight();
 
 }  // namespace mw::detail

@@ -18,9 +18,11 @@
 
 namespace mw::detail {
 
-// The oldest NCCL the backend runs on. Non-blocking communicators (ncclCommInitRankConfig with
-// blocking = 0) need 2.14 and splitShare 2.18; the aborts of several worlds broken by one fault
-// are grouped in one ncclGroupStart/End (Aborter, nccl_backend.cc), which needs 2.22.
+// The oldest NCCL the backend runs on: the oldest its code was reviewed against (2.22.3 to 2.28.9;
+// docs/design.md, "The NCCL backend"). Non-blocking communicators (ncclCommInitRankConfig with
+// blocking = 0) need 2.14, splitShare 2.18, and 2.22 moved connection setup to the first operation
+// (handled: the launch polls ncclInProgress). 2.22-2.25 keep a pointer into the initializing
+// thread's storage until ncclCommEnsureReady (handled: ncclCommCount on that thread).
 inline constexpr int kMinNcclVersion = 22200;
 
 // The functions the backend calls, by library. Each becomes a member of NcclApi of the same name
@@ -30,12 +32,13 @@ inline constexpr int kMinNcclVersion = 22200;
   X(cudaGetDeviceCount) X(cudaSetDevice) X(cudaGetLastError) X(cudaGetErrorName)                 \
   X(cudaGetErrorString) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaFree)            \
   X(cudaMemset) X(cudaEventCreateWithFlags) X(cudaEventRecord) X(cudaEventQuery)                 \
-  X(cudaEventDestroy) X(cudaGetDevice) X(cudaStreamWaitEvent)
+  X(cudaEventDestroy) X(cudaGetDevice) X(cudaStreamWaitEvent) X(cudaStreamIsCapturing)           \
+  X(cudaDriverGetVersion) X(cudaRuntimeGetVersion)
 #define MW_NCCL_FUNCTIONS(X)                                                                     \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
   X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGroupStart) X(ncclGroupEnd)   \
   X(ncclSend) X(ncclRecv) X(ncclBroadcast) X(ncclAllReduce) X(ncclReduce) X(ncclAllGather)       \
-  X(ncclReduceScatter)
+  X(ncclReduceScatter) X(ncclCommCount)
 // clang-format on
 
 // The loaded functions and what was loaded. Immutable once loadNcclApi has returned it.

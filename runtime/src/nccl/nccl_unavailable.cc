@@ -20,4 +20,8 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
   return notBuilt(config.device);
 }
 
+bool waitForNcclAborts(Deadline) { return true; }
+
+int ncclAbortsInFlight() { return 0; }
+
 }  // namespace mw::detail

@@ -198,6 +198,7 @@ thread_local int t_cancel_fd = -1;  // the calling thread's CancelScope, or -1
 
 CancelScope::CancelScope(int event_fd) { t_cancel_fd = event_fd; }
 CancelScope::~CancelScope() { t_cancel_fd = -1; }
+int currentCancelFd() { return t_cancel_fd; }
 
 Status waitReady(int fd, short events, Deadline deadline) {
   while (true) {

@@ -74,6 +74,9 @@ class CancelScope {
   CancelScope(const CancelScope&) = delete;
   CancelScope& operator=(const CancelScope&) = delete;
 };
+// The event fd of the calling thread's CancelScope, or -1 when none lives on it: what a helper
+// thread doing part of this thread's wait passes to a CancelScope of its own.
+int currentCancelFd();
 
 // Waits until `fd` reports one of `events` (or an error/hangup). kTimeout at the deadline,
 // kAborted when the thread's CancelScope is cancelled.

@@ -1,0 +1,136 @@
+#include "nccl/nccl_resources.h"
+
+#include <map>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "core/thread_name.h"
+#include "nccl/nccl_backend.h"
+#include "nccl/nccl_loader.h"
+
+namespace mw::detail {
+
+namespace {
+
+// The aborts in flight. Never destroyed: a static WorldManager, or a detached abort thread, may
+// use it after every other static is gone.
+struct AbortCount {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;  // GUARDED_BY(mu)
+};
+AbortCount& abortCount() {
+  static auto* c = new AbortCount;
+  return *c;
+}
+
+void runAbort(const std::shared_ptr<AbortTicket>& ticket, ncclComm_t comm, int device) {
+  ncclApi().cudaSetDevice(device);
+  ncclApi().ncclCommAbort(comm);  // its result changes nothing: the communicator is gone
+  ticket->finish();
+  AbortCount& c = abortCount();
+  {
+    std::lock_guard lock(c.mu);
+    --c.running;
+  }
+  c.cv.notify_all();
+}
+
+constexpr size_t kScratchChunk = 256;  // slots per cudaMalloc
+
+struct ScratchPool {
+  std::mutex mu;
+  std::map<int, std::vector<int*>> free;  // GUARDED_BY(mu), by device
+};
+ScratchPool& scratchPool() {
+  static auto* p = new ScratchPool;  // never freed: its memory outlives every world
+  return *p;
+}
+
+}  // namespace
+
+AbortCounted::AbortCounted(bool counts) : counts_(counts) {
+  if (!counts_) return;
+  std::lock_guard lock(abortCount().mu);
+  ++abortCount().running;
+}
+
+AbortCounted::~AbortCounted() {
+  if (!counts_) return;
+  AbortCount& c = abortCount();
+  {
+    std::lock_guard lock(c.mu);
+    --c.running;
+  }
+  c.cv.notify_all();
+}
+
+bool AbortTicket::waitUntil(Clock::time_point until) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_until(lock, until, [&] { return done_; });
+}
+
+void AbortTicket::finish() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<AbortTicket> startAbort(ncclComm_t comm, int device) {
+  auto ticket = std::make_shared<AbortTicket>();
+  {
+    std::lock_guard lock(abortCount().mu);
+    ++abortCount().running;
+  }
+  try {
+    std::thread([ticket, comm, device] {
+      nameThisThread("mw-nccl-abort");
+      runAbort(ticket, comm, device);
+    }).detach();
+  } catch (const std::system_error&) {
+    runAbort(ticket, comm, device);  // no thread to be had: abort here rather than never
+  }
+  return ticket;
+}
+
+bool waitForNcclAborts(Deadline deadline) {
+  AbortCount& c = abortCount();
+  std::unique_lock lock(c.mu);
+  return c.cv.wait_until(lock, deadline, [&] { return c.running == 0; });
+}
+
+int ncclAbortsInFlight() {
+  std::lock_guard lock(abortCount().mu);
+  return abortCount().running;
+}
+
+Result<int*> takeScratch(int device) {
+  ScratchPool& pool = scratchPool();
+  std::lock_guard lock(pool.mu);
+  std::vector<int*>& slots = pool.free[device];
+  if (slots.empty()) {
+    int* chunk = nullptr;
+    cudaError_t e =
+        ncclApi().cudaMalloc(reinterpret_cast<void**>(&chunk), sizeof(int) * kScratchChunk);
+    if (e != cudaSuccess) {
+      ncclApi().cudaGetLastError();
+      return Status(Code::kBackendError, std::string("cudaMalloc of its barrier's memory: ") +
+                                             ncclApi().cudaGetErrorName(e));
+    }
+    for (size_t i = 0; i < kScratchChunk; ++i) slots.push_back(chunk + i);
+  }
+  int* slot = slots.back();
+  slots.pop_back();
+  return slot;
+}
+
+void giveScratch(int device, int* slot) {
+  if (slot == nullptr) return;
+  std::lock_guard lock(scratchPool().mu);
+  scratchPool().free[device].push_back(slot);
+}
+
+}  // namespace mw::detail
