@@ -9,6 +9,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +19,22 @@
 #include <vector>
 
 #include "multiworld/multiworld.h"
+#include "nccl/nccl_backend.h"
 #include "support/util.h"
+
+#ifdef MW_SIM_DEVICE
+#include <nccl.h>
+
+// The simulated GPU's controls (sim_cuda.cc), by communicator name: the world's name.
+extern "C" {
+void mwSimSetStuck(const char* name, int stuck);
+void mwSimSetAsyncError(const char* name, int result);
+void mwSimFailNextCall(const char* name, int result, const char* text);
+int mwSimLiveComms(const char* name);
+long mwSimAsyncErrorPolls(void);
+int mwSimBootstrapLeaks(void);
+}
+#endif
 
 using namespace std::chrono_literals;
 using mw::test::scaled;
@@ -362,3 +380,368 @@ TEST_CASE("a stream of another device fails the operation, not the world, and th
   REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }
+
+// ---- Issue 22: what a GPU would find first. These run on the simulated GPU (sim_cuda.cc models
+// the NCCL and CUDA behaviour each depends on) and, as [gpu] cases, on a real one.
+
+namespace {
+
+// A host function that holds its stream until released: a kernel that does not end, for as long
+// as a test needs. Released at the latest after 20 s, so that a failing test still ends.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  static void CUDART_CB hold(void* self) {
+    auto* g = static_cast<Gate*>(self);
+    std::unique_lock lock(g->mu);
+    g->cv.wait_for(lock, 20s, [&] { return g->open; });
+  }
+};
+
+// The aborts this process started have all returned (they run on threads of their own).
+void settleAborts() { REQUIRE(mw::detail::waitForNcclAborts(mw::deadlineIn(scaled(10000)))); }
+
+mw::WorldOptions ncclMember(const std::string& name, int rank, int size) {
+  mw::WorldOptions o = ncclWorld(name);
+  o.rank = rank;
+  o.size = size;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("removing a healthy nccl world while another world's kernel is stuck takes milliseconds",
+          "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("healthy"), mw::deadlineIn(30s)).ok());
+  REQUIRE(m.initWorld(ncclWorld("held"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024), b(1024);
+  REQUIRE(c.allReduce("healthy", a.tensor()).wait(mw::deadlineIn(30s)).ok());
+  cudaStream_t mine = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
+  // "held"'s all_reduce waits on the GPU behind a host function that does not end: every
+  // device-wide synchronizing call (cudaFree, cudaMalloc, an abort that frees) waits for it.
+  Gate gate;
+  REQUIRE(cudaLaunchHostFunc(mine, Gate::hold, &gate) == cudaSuccess);
+  mw::Work held;
+  {
+    mw::CudaStreamScope scope(mine);
+    held = c.allReduce("held", b.tensor());
+  }
+  std::this_thread::sleep_for(100ms);  // launched
+  CHECK_FALSE(held.test());
+  auto t0 = mw::Clock::now();
+  REQUIRE(m.removeWorld("healthy").ok());
+  auto took = mw::Clock::now() - t0;
+  INFO("removing the healthy world took "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  CHECK(took < scaled(1000));
+  gate.release();
+  REQUIRE(held.wait(mw::deadlineIn(30s)).ok());
+  CHECK(m.world("held")->state == mw::WorldState::kHealthy);
+  REQUIRE(cudaStreamSynchronize(mine) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
+}
+
+TEST_CASE("16 nccl worlds aborted at once with half of them failing neither deadlock nor stop "
+          "the rest",
+          "[nccl][gpu]") {
+  requireGpu();
+#ifndef MW_SIM_DEVICE
+  if (!mw::failpoints::compiledIn()) FAIL("this test needs a runtime built with failpoints");
+#endif
+  constexpr int kWorlds = 16;
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  std::vector<std::unique_ptr<DeviceBuf<float>>> bufs;
+  std::vector<std::string> names;
+  for (int i = 0; i < kWorlds; ++i) {
+    names.push_back("w" + std::to_string(i));
+    REQUIRE(m.initWorld(ncclWorld(names.back()), mw::deadlineIn(30s)).ok());
+    bufs.push_back(std::make_unique<DeviceBuf<float>>(4096));
+    REQUIRE(c.allReduce(names.back(), bufs.back()->tensor()).wait(mw::deadlineIn(30s)).ok());
+  }
+  // The survivors (odd) keep all-reducing meanwhile.
+  std::atomic<bool> stop{false};
+  std::atomic<long> survivor_ops{0};
+  mw::Status survivor_status;
+  std::thread survivors([&] {
+    while (!stop) {
+      for (int i = 1; i < kWorlds && !stop; i += 2) {
+        survivor_status = c.allReduce(names[i], bufs[i]->tensor()).wait(mw::deadlineIn(30s));
+        if (!survivor_status.ok()) return;
+        ++survivor_ops;
+      }
+    }
+  });
+  // The failing half (even): an all_reduce on the GPU whose peer is gone (on the simulated GPU,
+  // its kernel spins until the communicator is aborted), then an asynchronous error, one world
+  // after another, a few milliseconds apart.
+  std::vector<mw::Work> failing;
+  for (int i = 0; i < kWorlds; i += 2) {
+#ifdef MW_SIM_DEVICE
+    mwSimSetStuck(names[i].c_str(), 1);
+#else
+    mw::failpoints::Mode mode;
+    mode.failnum = 6;  // ncclRemoteError
+    mode.failinfo = 1;  // asynchronous
+    mode.once = true;
+    REQUIRE(mw::failpoints::enable("mw/nccl/all_reduce/" + names[i], mode).ok());
+#endif
+    failing.push_back(c.allReduce(names[i], bufs[i]->tensor()));
+  }
+#ifdef MW_SIM_DEVICE
+  std::this_thread::sleep_for(50ms);  // every failing kernel spins
+  for (int i = 0; i < kWorlds; i += 2) {
+    mwSimSetAsyncError(names[i].c_str(), ncclRemoteError);
+    std::this_thread::sleep_for(5ms);
+  }
+#endif
+  auto t0 = mw::Clock::now();
+  for (auto& w : failing) {
+    mw::Status s = w.wait(mw::deadlineIn(scaled(10000)));
+    INFO(s.toString());
+    CHECK(s.code() == mw::Code::kWorldBroken);
+  }
+  CHECK(mw::Clock::now() - t0 < scaled(5000));
+  long before = survivor_ops.load();
+  std::this_thread::sleep_for(300ms);
+  CHECK(survivor_ops.load() > before);
+  stop = true;
+  survivors.join();
+  CHECK(survivor_status.ok());
+  for (int i = 0; i < kWorlds; ++i) {
+    auto info = m.world(names[i]);
+    REQUIRE(info.ok());
+    CHECK(info->state == (i % 2 == 0 ? mw::WorldState::kBroken : mw::WorldState::kHealthy));
+  }
+#ifdef MW_SIM_DEVICE
+  for (int i = 0; i < kWorlds; i += 2) mwSimSetStuck(names[i].c_str(), 0);  // a failed test ends
+#endif
+  t0 = mw::Clock::now();
+  for (auto& n : names) REQUIRE(m.removeWorld(n).ok());
+  CHECK(mw::Clock::now() - t0 < scaled(5000));
+  settleAborts();
+}
+
+TEST_CASE("cancelling the join of an nccl world takes milliseconds", "[nccl][gpu]") {
+  requireGpu();
+  // Rank 0 of two, alone: its NCCL init waits for rank 1 forever. Rank 1 of two, alone, against
+  // a store: it waits for the NCCL id that rank 0 would publish.
+  mw::StoreServerOptions so;
+  so.world_name = "lonely";
+  so.world_size = 2;
+  auto server = mw::StoreServer::start(so);
+  REQUIRE(server.ok());
+  for (int rank : {0, 1}) {
+    mw::WorldManager m;
+    mw::WorldOptions o = ncclMember("lonely", rank, 2);
+    if (rank == 1) {
+      o.host_store = false;
+      o.store = {"127.0.0.1", (*server)->port()};
+    }
+    mw::Work join = m.initWorldAsync(o, mw::deadlineIn(30s));
+    std::this_thread::sleep_for(scaled(500));  // well into NCCL's init, or the wait for its id
+    INFO("rank " << rank << ": " << (join.test() ? join.wait().toString() : "joining"));
+    REQUIRE_FALSE(join.test());
+    auto t0 = mw::Clock::now();
+    REQUIRE(m.removeWorld("lonely").ok());
+    mw::Status s = join.wait(mw::deadlineIn(30s));
+    auto took = mw::Clock::now() - t0;
+    INFO("rank " << rank << ": " << s.toString() << " after "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    CHECK(s.code() == mw::Code::kAborted);
+    CHECK(took < scaled(1000));
+    CHECK(m.world("lonely").status().code() == mw::Code::kNotFound);
+  }
+  settleAborts();
+}
+
+TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  auto fail = [&] {
+    mw::Status s = m.initWorld(ncclMember("never", 0, 2), mw::deadlineIn(scaled(300)));
+    INFO(s.toString());
+    REQUIRE(s.code() == mw::Code::kTimeout);
+    CHECK(s.message().find("did not all initialize NCCL") != std::string::npos);
+  };
+  fail();  // warm-up: CUDA and NCCL set themselves up once
+  settleAborts();
+  const int threads0 = mw::test::threadCount(), fds0 = mw::test::openFds();
+#ifdef MW_SIM_DEVICE
+  const int leaks0 = mwSimBootstrapLeaks();
+#endif
+  constexpr int kInits = 20;
+  for (int i = 0; i < kInits; ++i) fail();
+  settleAborts();
+  const int threads = mw::test::threadCount() - threads0, fds = mw::test::openFds() - fds0;
+  INFO("after " << kInits << " failed inits: " << threads << " more threads, " << fds
+                << " more descriptors");
+#ifdef MW_SIM_DEVICE
+  // The simulated NCCL leaves, as NCCL 2.28.9 does, rank 0's bootstrap thread and its socket
+  // behind when a member never joins (here one thread and a socket pair per init): nothing more.
+  const int leaks = mwSimBootstrapLeaks() - leaks0;
+  CHECK(leaks == kInits);
+  CHECK(threads == leaks);
+  CHECK(fds == 2 * leaks);
+#else
+  // NCCL's own leak (docs/design.md): at most its bootstrap thread and a socket per failed init.
+  CHECK(threads <= kInits);
+  CHECK(fds <= 2 * kInits);
+#endif
+}
+
+TEST_CASE("a caller's stream being captured into a CUDA graph is refused and harms neither the "
+          "world nor the capture",
+          "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("captured"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  cudaStream_t mine = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(mine, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  {
+    mw::CudaStreamScope scope(mine);
+    mw::Status s = c.allReduce("captured", a.tensor()).wait(mw::deadlineIn(30s));
+    INFO(s.toString());
+    CHECK(s.code() == mw::Code::kInvalidArgument);
+    CHECK(s.message().find("being captured into a CUDA graph") != std::string::npos);
+  }
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(mine, &graph) == cudaSuccess);
+#ifndef MW_SIM_DEVICE
+  if (graph != nullptr) cudaGraphDestroy(graph);
+#endif
+  REQUIRE(c.allReduce("captured", a.tensor()).wait(mw::deadlineIn(30s)).ok());
+  CHECK(m.world("captured")->state == mw::WorldState::kHealthy);
+  REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
+}
+
+TEST_CASE("an operation the GPU never finishes fails 10 s after the removal of its world that "
+          "returns at once",
+          "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("abandoned"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  cudaStream_t mine = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
+  Gate gate;
+  REQUIRE(cudaLaunchHostFunc(mine, Gate::hold, &gate) == cudaSuccess);
+  mw::Work w;
+  {
+    mw::CudaStreamScope scope(mine);
+    w = c.allReduce("abandoned", a.tensor());
+  }
+  std::this_thread::sleep_for(100ms);
+  mw::Status removed;
+  std::thread remover([&] { removed = m.removeWorld("abandoned"); });
+  mw::Status s = w.wait(mw::deadlineIn(30s));
+  INFO(s.toString());
+  CHECK(s.code() == mw::Code::kBackendError);
+  CHECK(s.message().find("left behind") != std::string::npos);
+  remover.join();
+  CHECK(removed.ok());
+  gate.release();
+  REQUIRE(cudaStreamSynchronize(mine) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
+  settleAborts();
+}
+
+#ifdef MW_SIM_DEVICE
+// Behaviour only the simulated GPU can stage in one process.
+
+TEST_CASE("a launch whose connections never form ends when its world is removed", "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("unconnected"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  mwSimSetStuck("unconnected", 1);  // the peer died before the first operation
+  mw::Work w = c.allReduce("unconnected", a.tensor());
+  std::this_thread::sleep_for(200ms);  // past the launch lock's 100 ms: polling in settle
+  CHECK_FALSE(w.test());
+  auto t0 = mw::Clock::now();
+  REQUIRE(m.removeWorld("unconnected").ok());
+  CHECK(mw::Clock::now() - t0 < scaled(1000));
+  CHECK(w.wait(mw::deadlineIn(1s)).code() == mw::Code::kAborted);
+  mwSimSetStuck("unconnected", 0);
+  settleAborts();
+}
+
+TEST_CASE("an nccl communicator is named after its world", "[nccl][sim]") {
+  mw::WorldManager m;
+  REQUIRE(m.initWorld(ncclWorld("named"), mw::deadlineIn(30s)).ok());
+  CHECK(mwSimLiveComms("named") == 1);
+  REQUIRE(m.removeWorld("named").ok());
+  settleAborts();
+  CHECK(mwSimLiveComms("named") == 0);
+}
+
+TEST_CASE("NCCL's process-wide last error labels synchronous errors only", "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("sync_fail"), mw::deadlineIn(30s)).ok());
+  REQUIRE(m.initWorld(ncclWorld("async_fail"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  mwSimFailNextCall("sync_fail", ncclInvalidUsage, "the synchronous failure's own text");
+  CHECK(c.allReduce("sync_fail", a.tensor()).wait(mw::deadlineIn(30s)).code() ==
+        mw::Code::kWorldBroken);
+  auto sync = m.world("sync_fail")->broken;
+  REQUIRE(sync);
+  CHECK(sync->detail.find("ncclInvalidUsage") != std::string::npos);
+  CHECK(sync->detail.find("one buffer for the whole process: simulated NCCL: the synchronous "
+                          "failure's own text") != std::string::npos);
+  mwSimSetAsyncError("async_fail", ncclSystemError);
+  CHECK(c.allReduce("async_fail", a.tensor()).wait(mw::deadlineIn(30s)).code() ==
+        mw::Code::kWorldBroken);
+  auto async = m.world("async_fail")->broken;
+  REQUIRE(async);
+  INFO(async->detail);
+  CHECK(async->detail.find("ncclSystemError") != std::string::npos);
+  CHECK(async->detail.find("own text") == std::string::npos);  // another call's, not this one's
+}
+
+TEST_CASE("an operation in flight is polled with a back-off to about 1 ms", "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("polled"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  REQUIRE(c.allReduce("polled", a.tensor()).wait(mw::deadlineIn(30s)).ok());  // connected
+  mwSimSetStuck("polled", 1);
+  mw::Work w = c.allReduce("polled", a.tensor());
+  const long polls0 = mwSimAsyncErrorPolls();
+  std::this_thread::sleep_for(500ms);
+  const long polls = mwSimAsyncErrorPolls() - polls0;
+  mwSimSetStuck("polled", 0);
+  REQUIRE(w.wait(mw::deadlineIn(30s)).ok());
+  INFO(polls << " polls of the communicator in 500 ms");
+  CHECK(polls < 1500);  // 20 us sleeps made thousands
+}
+
+TEST_CASE("a driver too old for CUDA 13 is named as such", "[nccl][sim]") {
+  setenv("MW_SIM_DRIVER_VERSION", "12080", 1);
+  mw::WorldManager m;
+  mw::Status s = m.initWorld(ncclWorld("old_driver"), mw::deadlineIn(5s));
+  unsetenv("MW_SIM_DRIVER_VERSION");
+  INFO(s.toString());
+  CHECK(s.code() == mw::Code::kUnavailable);
+  CHECK(s.message().find("cudaErrorInsufficientDriver") != std::string::npos);
+  CHECK(s.message().find("supports CUDA 12.8 at most") != std::string::npos);
+  CHECK(s.message().find("CUDA 13 needs driver 580 or newer") != std::string::npos);
+  REQUIRE(m.initWorld(ncclWorld("old_driver"), mw::deadlineIn(5s)).ok());  // the driver "updated"
+}
+#endif
