@@ -24,10 +24,6 @@
 #include "chaos/worker_lines.h"
 #include "multiworld/multiworld.h"
 
-#if MW_CONFIG_WITH_NCCL
-#include <cuda_runtime.h>
-#endif
-
 namespace {
 
 using Pattern = mw::chaos::TrafficPattern;
@@ -56,33 +52,27 @@ long long nowNs(mw::Clock::time_point t = mw::Clock::now()) {
   std::_Exit(3);
 }
 
-// A tensor's memory: host memory, or device memory for a cuda world.
+// A tensor's memory: host memory, or device memory for a cuda world (through the CUDA runtime
+// the library loads, multiworld/gpu.h: this worker does not link it).
 class Buffer {
  public:
   Buffer(size_t bytes, mw::Device device)
       : host_(device.kind == mw::Device::Kind::kCpu ? bytes : 0, 1) {
     if (device.kind == mw::Device::Kind::kCpu) return;
-#if MW_CONFIG_WITH_NCCL
-    cudaSetDevice(device.index);
-    if (cudaMalloc(&device_, bytes) != cudaSuccess)
-      fatal("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
-    cudaMemset(device_, 1, bytes);
-#else
-    fatal("this worker was built without CUDA; it cannot allocate on " + device.str());
-#endif
-  }
-  ~Buffer() {
-#if MW_CONFIG_WITH_NCCL
-    if (device_ != nullptr) cudaFree(device_);
-#endif
+    // The worker's error line carries the Status and the size ("error unavailable: cuda:0 ...").
+    const std::string what = " (a tensor of " + std::to_string(bytes) + " bytes)";
+    auto buf = mw::DeviceBuffer::allocate(device, bytes);
+    if (!buf.ok()) fatal(buf.status().toString() + what);
+    device_ = std::move(buf).value();
+    if (mw::Status s = device_.fill(1); !s.ok()) fatal(s.toString() + what);
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  void* data() { return device_ != nullptr ? device_ : host_.data(); }
+  void* data() { return device_.data() != nullptr ? device_.data() : host_.data(); }
 
  private:
   std::vector<char> host_;
-  void* device_ = nullptr;
+  mw::DeviceBuffer device_;
 };
 
 struct WorldConf {

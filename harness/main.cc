@@ -30,10 +30,6 @@
 #include "reports/github.h"
 #include "reports/report.h"
 
-#if MW_CONFIG_WITH_NCCL
-#include <cuda_runtime.h>
-#endif
-
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace mw::harness;
@@ -42,19 +38,6 @@ namespace {
 
 std::atomic<bool> interrupted{false};
 void onSignal(int) { interrupted = true; }
-
-int gpuCount() {
-#if MW_CONFIG_WITH_NCCL
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
-}
 
 json environment(const Cli& cli, int gpus) {
   utsname u{};
@@ -268,7 +251,9 @@ int run(const Cli& cli) {
                  out.c_str(), why.c_str());
     return kExitUnavailable;
   }
-  const int gpus = gpuCount();
+  // Through the CUDA runtime the library loads when it is there (multiworld/gpu.h): mwchaos
+  // does not link it, and starts on machines without it (0 GPUs).
+  const int gpus = mw::visibleGpuCount();
   const json env = environment(cli, gpus);
   RunOptions ro;
   ro.worker_path = worker;

@@ -9,26 +9,18 @@ set -eu
 test_bin=$1
 shift
 fail() { echo "cuda_hidden_test: $*" >&2; exit 1; }
+# shellcheck source=../support/cuda_hidden.sh
+. "$(dirname "$0")/../support/cuda_hidden.sh"
 
-for f in "$test_bin" "$@"; do
-  [ -n "$f" ] || continue  # a static libmultiworld: its programs are checked
-  needed=$(readelf -d "$f" | grep NEEDED || true)
-  echo "$f:"
-  echo "$needed"
-  case "$needed" in
-    *libnccl* | *libcudart*) fail "$f names NCCL or the CUDA runtime in NEEDED" ;;
-  esac
-done
+no_cuda_needed "$test_bin" "$@" || fail "a file names NCCL or the CUDA runtime in NEEDED"
 deps=$(ldd "$test_bin")
 case "$deps" in *libnccl* | *libcudart*) fail "ldd $test_bin: $deps" ;; esac
 
 # Only the libraries the test needs, in a directory of their own.
 libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT INT TERM
-echo "$deps" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | while read -r lib; do
-  ln -s "$lib" "$libs/$(basename "$lib")"
-done
-interp=$(readelf -l "$test_bin" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+own_libs "$libs" "$test_bin"
+interp=$(interpreter "$test_bin")
 hidden() { LD_LIBRARY_PATH="" "$interp" --inhibit-cache --library-path "$libs" "$test_bin" "$@"; }
 
 hidden -w NoTests "[cpu_only_child]" || fail "a CPU world failed with the CUDA libraries hidden"

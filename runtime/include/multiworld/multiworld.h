@@ -5,6 +5,7 @@
 #include "multiworld/config.h"
 #include "multiworld/cuda_stream.h"
 #include "multiworld/failpoints.h"
+#include "multiworld/gpu.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
 #include "multiworld/telemetry.h"

@@ -1,4 +1,5 @@
-// The NCCL backend's entry points in a library built without CUDA and NCCL.
+// The NCCL backend's entry points, and multiworld/gpu.h, in a library built without CUDA and NCCL.
+#include "multiworld/gpu.h"
 #include "nccl/nccl_backend.h"
 
 namespace mw::detail {
@@ -25,3 +26,22 @@ bool waitForNcclAborts(Deadline) { return true; }
 int ncclAbortsInFlight() { return 0; }
 
 }  // namespace mw::detail
+
+// multiworld/gpu.h without the NCCL backend: no GPU can be used, and no buffer ever holds memory.
+namespace mw {
+
+int visibleGpuCount() noexcept { return 0; }
+
+Result<DeviceBuffer> DeviceBuffer::allocate(Device device, size_t) {
+  if (device.kind != Device::Kind::kCuda) {
+    return Status(Code::kInvalidArgument,
+                  "DeviceBuffer::allocate: " + device.str() + " is not a CUDA device");
+  }
+  return detail::checkCudaDevice(device.index);  // kUnavailable: this build has no NCCL backend
+}
+
+Status DeviceBuffer::fill(uint8_t) { return Status::Ok(); }
+
+void DeviceBuffer::release() noexcept {}
+
+}  // namespace mw
