@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -576,8 +577,23 @@ TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[ncc
     REQUIRE(s.code() == mw::Code::kTimeout);
     CHECK(s.message().find("did not all initialize NCCL") != std::string::npos);
   };
+  // The backend's own helper threads (mw-nccl-init, mw-nccl-abort) end just after their aborts
+  // returned: counts are taken once none is left.
+  auto helpersGone = [] {
+    for (auto until = mw::deadlineIn(scaled(5000)); mw::Clock::now() < until;) {
+      auto names = mw::test::threadNames();
+      if (std::none_of(names.begin(), names.end(), [](const std::string& n) {
+            return n == "mw-nccl-init" || n == "mw-nccl-abort";
+          })) {
+        return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
   fail();  // warm-up: CUDA and NCCL set themselves up once
   settleAborts();
+  REQUIRE(helpersGone());
   const int threads0 = mw::test::threadCount(), fds0 = mw::test::openFds();
 #ifdef MW_SIM_DEVICE
   const int leaks0 = mwSimBootstrapLeaks();
@@ -585,6 +601,7 @@ TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[ncc
   constexpr int kInits = 20;
   for (int i = 0; i < kInits; ++i) fail();
   settleAborts();
+  REQUIRE(helpersGone());
   const int threads = mw::test::threadCount() - threads0, fds = mw::test::openFds() - fds0;
   INFO("after " << kInits << " failed inits: " << threads << " more threads, " << fds
                 << " more descriptors");

@@ -45,6 +45,7 @@
 // What it is not: a model of GPU timing, of memory spaces, or of NCCL between processes.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,7 +128,7 @@ struct Stream {
   std::deque<std::function<void()>> queue;  // GUARDED_BY(mu)
   bool stopping = false;                    // GUARDED_BY(mu)
   bool capturing = false;                   // GUARDED_BY(mu)
-  bool unjoined = false;                    // GUARDED_BY(mu): pulled into another's capture
+  bool ended = false;                       // GUARDED_BY(mu): its thread ran its last task
 
   explicit Stream(int d) : device(d) {}
 
@@ -149,7 +150,7 @@ struct Stream {
   bool push(std::function<void()> task) {
     {
       std::lock_guard lock(mu);
-      if (capturing) return false;
+      if (capturing || ended) return false;
       queue.push_back(std::move(task));
     }
     cv.notify_all();
@@ -163,7 +164,9 @@ struct Stream {
     auto m = std::make_shared<Mark>();
     {
       std::lock_guard lock(mu);
-      if (!capturing) {
+      if (ended) {
+        m->done = true;  // nothing is left to run on it
+      } else if (!capturing) {
         queue.push_back([m] { m->set(); });
       } else {
         m.reset();  // a point inside a capture: nothing will ever run it
@@ -178,7 +181,10 @@ struct Stream {
       {
         std::unique_lock lock(mu);
         cv.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) break;
+        if (queue.empty()) {
+          ended = true;  // a mark asked for from now on is already reached
+          break;
+        }
         task = std::move(queue.front());
         queue.pop_front();
       }
@@ -822,6 +828,7 @@ void leakBootstrapThread() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
   comms().bootstrap_leaks.fetch_add(1);
   std::thread([fds] {
+    pthread_setname_np(pthread_self(), "BootstrapR");
     char byte;
     while (::read(fds[0], &byte, 1) != 0) {
     }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_name.h"
 #include "nccl/nccl_loader.h"
 #include "nccl/nccl_resources.h"
 #include "store/socket.h"
@@ -779,6 +780,7 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
   const int cancel_fd = store::currentCancelFd();
   std::thread initializer([handover, config, &store, on_error = std::move(on_error), deadline,
                            cancel_fd]() mutable {
+    nameThisThread("mw-nccl-init");
     ncclComm_t unused = nullptr;
     Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
     {
