@@ -632,6 +632,7 @@ struct Comm {
   int rank = 0;
   std::string name;
   bool init_done = false;  // a communicator of more than one rank never completes
+  bool blocking = true;    // its calls finish their work before they return
   std::atomic<JobRecord*> job{nullptr};
   std::atomic<bool> aborted{false};
   std::mutex mu;
@@ -728,8 +729,22 @@ void queueKernel(const std::shared_ptr<Comm>& c, Stream* s, const std::function<
   }
 }
 
-// The first operation forms the connections: ncclInProgress for 2 ms (forever when stuck).
+// The first operation forms the connections: ncclInProgress for 2 ms (forever when stuck) on a
+// non-blocking communicator; a blocking one waits for them in the call.
 ncclResult_t connectionState(Comm& c) {
+  if (c.blocking) {
+    {
+      std::lock_guard lock(c.mu);
+      if (c.connected) return ncclSuccess;
+    }
+    const auto until = SimClock::now() + 2ms;
+    while ((SimClock::now() < until || controlsOf(c.name).stuck) && !c.aborted.load()) {
+      std::this_thread::sleep_for(200us);
+    }
+    std::lock_guard lock(c.mu);
+    c.connected = true;
+    return ncclSuccess;
+  }
   std::lock_guard lock(c.mu);
   if (c.connected) return ncclSuccess;
   if (!c.connecting) {
@@ -873,6 +888,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, 
     c->memory = p;
   }
   const bool blocking = config == nullptr || config->blocking != 0;
+  c->blocking = blocking;
   if (!blocking) c->job.store(threadJob());
   if (nranks > 1 && rank == 0) leakBootstrapThread();
   *comm = reinterpret_cast<ncclComm_t>(c.get());
