@@ -15,6 +15,10 @@
 #include "multiworld/config.h"
 #include "multiworld/gpu.h"
 
+#if MW_CONFIG_WITH_NCCL
+#include <cuda_runtime_api.h>  // types only: the functions are reached through dlsym
+#endif
+
 namespace {
 
 bool mentions(const mw::Status& s, const std::string& text) {
@@ -87,12 +91,13 @@ TEST_CASE("sim_child", "[.][sim_child]") {
     REQUIRE(f != nullptr);
     return f;
   };
-  // Their CUDA types are int-sized enums: this file does without cuda_runtime_api.h.
-  auto setDevice = reinterpret_cast<int (*)(int)>(sym("cudaSetDevice"));
-  auto getDevice = reinterpret_cast<int (*)(int*)>(sym("cudaGetDevice"));
-  auto copy = reinterpret_cast<int (*)(void*, const void*, size_t, int)>(sym("cudaMemcpy"));
-  auto memInfo = reinterpret_cast<int (*)(size_t*, size_t*)>(sym("cudaMemGetInfo"));
-  const int kDeviceToHost = 2;  // cudaMemcpyDeviceToHost
+  // With their exact types (UBSan checks calls through function pointers).
+  auto setDevice = reinterpret_cast<decltype(&::cudaSetDevice)>(sym("cudaSetDevice"));
+  auto getDevice = reinterpret_cast<decltype(&::cudaGetDevice)>(sym("cudaGetDevice"));
+  auto copy = reinterpret_cast<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind)>(
+      sym("cudaMemcpy"));
+  auto memInfo = reinterpret_cast<decltype(&::cudaMemGetInfo)>(sym("cudaMemGetInfo"));
+  const cudaMemcpyKind kDeviceToHost = cudaMemcpyDeviceToHost;
   size_t free_before = 0, total = 0;
   REQUIRE(memInfo(&free_before, &total) == 0);
   int current = -1;

@@ -952,7 +952,14 @@ const char* ncclGetErrorString(ncclResult_t r) {
   return r == ncclSuccess ? "no error" : "error reported by the simulated NCCL";
 }
 
-const char* ncclGetLastError(ncclComm_t) { return lastError().text; }
+// The process-wide text as it is now, in a copy of the calling thread's (a pointer into the
+// shared buffer would race with the next failure's write).
+const char* ncclGetLastError(ncclComm_t) {
+  thread_local char copy[sizeof(LastError::text)];
+  std::lock_guard lock(lastError().mu);
+  std::memcpy(copy, lastError().text, sizeof copy);
+  return copy;
+}
 
 ncclResult_t ncclGroupStart() {
   ++group_depth;

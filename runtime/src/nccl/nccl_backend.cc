@@ -43,8 +43,6 @@ constexpr auto kDrainLimit = 10s;
 // its own thread: an abort that frees device memory waits for every kernel on the device, another
 // world's stuck kernel included.
 constexpr auto kAbortWait = 20ms;
-// ncclResult_t is a C enum: a value none of NCCL's results takes, for "the world is aborting".
-constexpr auto kAbortSeen = static_cast<ncclResult_t>(-1);
 
 // The next sleep of a poll that made no progress.
 std::chrono::microseconds backOff(std::chrono::microseconds sleep) {
@@ -199,8 +197,8 @@ class NcclBackend final : public Backend {
   ncclResult_t rooted(const OpRequest& op);
   ncclResult_t allToAll(const OpRequest& op);
   // Polls the communicator until the last call is no longer in progress, `until` passes (then
-  // returns ncclInProgress) or the world is aborted (kAbortSeen).
-  ncclResult_t settle(Clock::time_point until);
+  // returns ncclInProgress) or the world is aborted (then sets *aborted, returns ncclInProgress).
+  ncclResult_t settle(Clock::time_point until, bool* aborted);
   std::optional<Failure> asyncFailure();
   // An NCCL result as a failure. A synchronous one (an NCCL call's own result) carries NCCL's
   // last error text, labelled as the process-wide buffer it is; an asynchronous one never does
@@ -417,19 +415,20 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
   }
   ncclResult_t r = ncclSuccess;
   bool settled = false;  // r is then the communicator's asynchronous state, not the call's result
+  bool aborted = false;
   {
     std::unique_lock gpu(launchMutex(cfg_.device));
     r = enqueue(op);
     if (r == ncclInProgress) {
       settled = true;
-      r = settle(std::min(op.deadline, Clock::now() + kLaunchLockLimit));
+      r = settle(std::min(op.deadline, Clock::now() + kLaunchLockLimit), &aborted);
     }
-    if (r == ncclInProgress) {
+    if (r == ncclInProgress && !aborted) {
       gpu.unlock();  // the other worlds on this GPU need not wait for this one's peers
-      r = settle(op.deadline);
+      r = settle(op.deadline, &aborted);
     }
   }
-  if (r == kAbortSeen) return Failure{Cause::kBackendError, -1, "", true};
+  if (aborted) return Failure{Cause::kBackendError, -1, "", true};
   if (r == ncclInProgress) {
     return Failure{Cause::kOpTimeout, -1,
                    std::string(what) + " passed its deadline while NCCL was launching it"};
@@ -443,7 +442,7 @@ std::optional<Failure> NcclBackend::launch(OpRequest& op, cudaEvent_t done) {
   return std::nullopt;
 }
 
-ncclResult_t NcclBackend::settle(Clock::time_point until) {
+ncclResult_t NcclBackend::settle(Clock::time_point until, bool* aborted) {
   ncclResult_t r = ncclInProgress;
   std::chrono::microseconds sleep = kPollSleepMin;
   while (r == ncclInProgress) {
@@ -451,7 +450,10 @@ ncclResult_t NcclBackend::settle(Clock::time_point until) {
     if (r != ncclInProgress || Clock::now() >= until) break;
     // A peer that died before the connections formed keeps NCCL in progress forever: the
     // world's abort (its removal, or its break by the store) ends the wait.
-    if (aborting_.load()) return kAbortSeen;
+    if (aborting_.load()) {
+      *aborted = true;
+      return ncclInProgress;
+    }
     std::this_thread::sleep_for(sleep);
     sleep = backOff(sleep);
   }
