@@ -424,6 +424,10 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user)
 // May synchronize the device, as on a GPU: waits for every kernel on it.
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   waitForDevice(current_device);
+  {
+    std::lock_guard lock(allocations().mu);  // the device's memory is kTotalMemory
+    if (bytes > kTotalMemory - allocations().allocated) return fail(cudaErrorMemoryAllocation);
+  }
   void* p = std::malloc(bytes == 0 ? 1 : bytes);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation);
   std::lock_guard lock(allocations().mu);
