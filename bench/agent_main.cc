@@ -152,8 +152,8 @@ std::string AgentServer::glooAllreduce(size_t count, long iters, bool check) {
 std::string AgentServer::paired(const std::vector<std::string>& w, bool allreduce) {
   if (!gloo_) throw BenchError("no raw gloo context");
   const std::string world = tensorWorld(w, 1);
-  const size_t count = allreduce ? static_cast<size_t>(num(w, 2))
-                                 : static_cast<size_t>(num(w, 3)) / sizeof(float);
+  const size_t count =
+      allreduce ? static_cast<size_t>(num(w, 2)) : static_cast<size_t>(num(w, 3)) / sizeof(float);
   const int dst = allreduce ? -1 : static_cast<int>(num(w, 2));
   const long n = num(w, allreduce ? 3 : 4);
   float* p = allreduce ? zeros(count) : pattern(count);

@@ -39,7 +39,7 @@ double binomialPmfHalf(size_t n, size_t i) {
 // as the bound moves), so that samples of thousands stay instant.
 void medianInterval(const std::vector<double>& v, Summary& s) {
   const size_t n = v.size();
-  size_t k = 1;  // 1-based order statistic of the lower bound
+  size_t k = 1;                        // 1-based order statistic of the lower bound
   double cdf = binomialPmfHalf(n, 0);  // P(X <= k - 1)
   double level = 1 - 2 * cdf;
   for (size_t c = 2; c <= (n + 1) / 2; ++c) {

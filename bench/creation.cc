@@ -179,7 +179,8 @@ int runCreation(int argc, char** argv, int first) {
                 verdict(c.p90 <= 50.0 && c.max <= 50.0));
   }
   std::printf(" (4 members: information only)\n");
-  std::printf("target: removeWorld at rank 0 of a 2-member world, healthy or broken, median < 2 ms:");
+  std::printf(
+      "target: removeWorld at rank 0 of a 2-member world, healthy or broken, median < 2 ms:");
   for (const auto& s : all) {
     if (s.members == 2) std::printf(" %s %.2f;", s.key.c_str() + 11, summarize(s.remove_ms).median);
   }

@@ -130,8 +130,8 @@ double timeRuntime(mw::Communicator& comm, Kind k, const mw::Tensor& t, long n, 
 }  // namespace
 
 int runNccl(int argc, char** argv, int first) {
-  Flags f(argc, argv, first, {"--device", "--sizes", "--calls", "--reps", "--bytes-per-rep", "--json"},
-          {});
+  Flags f(argc, argv, first,
+          {"--device", "--sizes", "--calls", "--reps", "--bytes-per-rep", "--json"}, {});
   const int device = static_cast<int>(f.integer("--device", 0, 0, 1023));
   const std::vector<size_t> sizes = parseSizes(f.str("--sizes", "1M,16M,64M"));
   const long calls = f.integer("--calls", 2000, 1, 100000000);
@@ -165,7 +165,8 @@ int runNccl(int argc, char** argv, int first) {
   o.size = 1;
   o.backend = mw::BackendKind::kNccl;
   o.device = mw::Device::cuda(device);
-  expectOk(manager.initWorld(o, mw::deadlineIn(std::chrono::seconds(60))), "joining the nccl world");
+  expectOk(manager.initWorld(o, mw::deadlineIn(std::chrono::seconds(60))),
+           "joining the nccl world");
   mw::Communicator comm(manager);
   const auto tensor = [&](size_t bytes) {
     return mw::Tensor{mw_buf, mw::DType::kFloat32, bytes / 4, mw::Device::cuda(device)};
@@ -204,8 +205,8 @@ int runNccl(int argc, char** argv, int first) {
       }
     }
     const Summary r = summarize(raw_us), m = summarize(mw_us);
-    std::printf("  %-12s %7.2f [%.2f..%.2f]%5s %7.2f [%.2f..%.2f]%5s %+.2f\n", kKindKey[k], r.median,
-                r.min, r.max, "", m.median, m.min, m.max, "", m.median - r.median);
+    std::printf("  %-12s %7.2f [%.2f..%.2f]%5s %7.2f [%.2f..%.2f]%5s %+.2f\n", kKindKey[k],
+                r.median, r.min, r.max, "", m.median, m.min, m.max, "", m.median - r.median);
     Json x = Json::object();
     x.set("raw_us_per_call", sampleJson(raw_us)).set("runtime_us_per_call", sampleJson(mw_us));
     x.set("runtime_minus_raw_us", m.median - r.median);
@@ -213,7 +214,8 @@ int runNccl(int argc, char** argv, int first) {
   }
   doc.set("overhead", overhead);
 
-  std::printf("\nbandwidth, operations back to back (GB/s of the message size; runtime/raw per rep)\n");
+  std::printf(
+      "\nbandwidth, operations back to back (GB/s of the message size; runtime/raw per rep)\n");
   std::printf("  %-12s %8s  %-22s %-22s %s\n", "call", "size", "raw median [min..max]",
               "runtime median [min..max]", "runtime/raw median [min..max]");
   Json bw = Json::array();

@@ -149,28 +149,35 @@ int runTelemetry(int argc, char** argv, int first) {
   const Summary r = summarize(ratio), d = summarize(idle_diff);
   const bool idle_ok = d.median < 0.01;
   const double added_ns = 1000 * (summarize(wall[1]).median - summarize(wall[0]).median);
-  std::printf("\ntelemetry channel cost, %ld calls x %d pairs of blocks; %d idle worlds x %.1f s x 3\n",
-              calls, blocks, worlds, idle_s);
+  std::printf(
+      "\ntelemetry channel cost, %ld calls x %d pairs of blocks; %d idle worlds x %.1f s x 3\n",
+      calls, blocks, worlds, idle_s);
   for (int k = 0; k < 2; ++k) {
     const Summary w = summarize(wall[k]), u = summarize(cpu[k]);
-    std::printf("  all_reduce, channel %-7s wall %6.2f [%.2f..%.2f] us   CPU %6.2f [%.2f..%.2f] us\n",
-                k ? "present" : "absent", w.median, w.min, w.max, u.median, u.min, u.max);
+    std::printf(
+        "  all_reduce, channel %-7s wall %6.2f [%.2f..%.2f] us   CPU %6.2f [%.2f..%.2f] us\n",
+        k ? "present" : "absent", w.median, w.min, w.max, u.median, u.min, u.max);
   }
-  std::printf("  per call present/absent: %.3f [%.3f..%.3f], %.0f ns added per call (information)\n",
-              r.median, r.min, r.max, added_ns);
+  std::printf(
+      "  per call present/absent: %.3f [%.3f..%.3f], %.0f ns added per call (information)\n",
+      r.median, r.min, r.max, added_ns);
   for (int k = 0; k < 2; ++k) {
     const Summary s = summarize(idle_share[k]);
     std::printf("  idle process CPU, channel %-7s %.3f%% [%.3f..%.3f] of a core\n",
                 k ? "present" : "absent", 100 * s.median, 100 * s.min, 100 * s.max);
   }
-  std::printf("  idle difference (the telemetry thread): %.3f%% [%.3f..%.3f] of a core   target "
-              "< 1%%: %s\n",
-              100 * d.median, 100 * d.min, 100 * d.max, verdict(idle_ok));
+  std::printf(
+      "  idle difference (the telemetry thread): %.3f%% [%.3f..%.3f] of a core   target "
+      "< 1%%: %s\n",
+      100 * d.median, 100 * d.min, 100 * d.max, verdict(idle_ok));
 
   Json doc = Json::object();
   doc.set("benchmark", "telemetry").set("host", hostJson());
   Json cfg = Json::object();
-  cfg.set("calls_per_block", calls).set("blocks", blocks).set("worlds", worlds).set("idle_seconds", idle_s);
+  cfg.set("calls_per_block", calls)
+      .set("blocks", blocks)
+      .set("worlds", worlds)
+      .set("idle_seconds", idle_s);
   doc.set("config", cfg);
   doc.set("wall_us_absent", sampleJson(wall[0])).set("wall_us_present", sampleJson(wall[1]));
   doc.set("cpu_us_absent", sampleJson(cpu[0])).set("cpu_us_present", sampleJson(cpu[1]));

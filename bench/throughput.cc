@@ -33,7 +33,8 @@ const char* const kThroughputHelp =
     "                      a fixed slot\n"
     "  tcp send/recv       a plain connected loopback TCP socket, blocking send/recv\n"
     "  runtime all_reduce  Communicator::allReduce(...).wait(), float32 sum, in place, 2 ranks\n"
-    "  raw gloo all_reduce gloo::allreduce (AllreduceOptions kept across calls, ring), float32 sum\n"
+    "  raw gloo all_reduce gloo::allreduce (AllreduceOptions kept across calls, ring), float32 "
+    "sum\n"
     "Bandwidth follows nccl-tests: algbw = bytes/time; busbw = algbw for send/recv and\n"
     "algbw*2*(n-1)/n for all_reduce (= algbw with n=2). Data is verified once per size (pattern\n"
     "for send/recv, 1+2=3 for all_reduce) before timing. Per size:\n"
@@ -311,7 +312,7 @@ struct SizeResult {
   std::vector<double> secs[kNumVariants];
   std::vector<double> gbps[kNumVariants];  // algbw
   std::vector<double> rt_gloo_p2p, rt_tcp_p2p, rt_gloo_ar;
-  std::vector<double> cpu[kNumVariants];         // CPU seconds of both processes per GB moved
+  std::vector<double> cpu[kNumVariants];  // CPU seconds of both processes per GB moved
   std::vector<double> cpu_rt_gloo_p2p, cpu_rt_gloo_ar;  // runtime/gloo CPU per byte, per rep
   Paired paired_p2p, paired_ar;
 };
@@ -322,8 +323,7 @@ long pairedGroups(const std::vector<double>& rep_secs, long iters, double secs) 
   return std::clamp<long>(std::lround(secs / (4 * per_op)), 16, 1000000);
 }
 
-SizeResult measureSize(Pair& p, size_t bytes, int reps, double rep_seconds,
-                       double paired_seconds) {
+SizeResult measureSize(Pair& p, size_t bytes, int reps, double rep_seconds, double paired_seconds) {
   SizeResult r;
   r.bytes = bytes;
   verify(p, bytes);
@@ -349,10 +349,10 @@ SizeResult measureSize(Pair& p, size_t bytes, int reps, double rep_seconds,
     r.cpu_rt_gloo_p2p.push_back(cpu_per_gb[kRtP2P] / cpu_per_gb[kGlooP2P]);
     r.cpu_rt_gloo_ar.push_back(cpu_per_gb[kRtAllReduce] / cpu_per_gb[kGlooAllReduce]);
   }
-  r.paired_p2p = measurePaired(p, false, bytes,
-                               pairedGroups(r.secs[kRtP2P], r.p2p_iters, paired_seconds));
-  r.paired_ar = measurePaired(p, true, bytes,
-                              pairedGroups(r.secs[kRtAllReduce], r.ar_iters, paired_seconds));
+  r.paired_p2p =
+      measurePaired(p, false, bytes, pairedGroups(r.secs[kRtP2P], r.p2p_iters, paired_seconds));
+  r.paired_ar =
+      measurePaired(p, true, bytes, pairedGroups(r.secs[kRtAllReduce], r.ar_iters, paired_seconds));
   return r;
 }
 
@@ -428,8 +428,8 @@ bool printTables(const std::vector<SizeResult>& results, int reps) {
       "\n2. paired. runtime/raw gloo throughput, operations alternating A B B A in both "
       "processes:\nmedian of the groups' ratios [its interval]; pooled = all gloo time / all "
       "runtime time [95%% bootstrap]\n");
-  std::printf("%-7s %7s  %-21s %-21s %-14s %7s  %-21s %-21s %s\n", "size", "groups",
-              "send/recv", "pooled", "verdict", "groups", "all_reduce", "pooled", "verdict");
+  std::printf("%-7s %7s  %-21s %-21s %-14s %7s  %-21s %-21s %s\n", "size", "groups", "send/recv",
+              "pooled", "verdict", "groups", "all_reduce", "pooled", "verdict");
   for (const auto& r : results) {
     const bool applies = r.bytes >= kGlooTargetFrom;
     std::string g = verdictOf(r.paired_p2p.ratio, applies, kGlooTarget, missed);
@@ -522,7 +522,8 @@ int runThroughput(int argc, char** argv, int first) {
   Pair p;
   connectPair(p, *std::max_element(sizes.begin(), sizes.end()), pin ? 1 : -1);
   if (pin) {
-    const int off = threadsOffCpu(static_cast<int>(::getpid()), 0) + threadsOffCpu(p.agent->pid(), 1);
+    const int off =
+        threadsOffCpu(static_cast<int>(::getpid()), 0) + threadsOffCpu(p.agent->pid(), 1);
     if (off != 0) throw BenchError("--pin: " + std::to_string(off) + " threads are not pinned");
     std::fprintf(stderr, "throughput: rank 0 runs on CPU 0 only, the agent on CPU 1 only\n");
   }

@@ -197,8 +197,9 @@ void printResult(const Samples& r, long iters, size_t bytes, int reps, bool ok) 
   Summary cost = summarize(r.idle_cost_cores);
   std::printf("  %-34s %7.3f   [%.3f..%.3f]\n", "idle B's CPU cost (ms per second)",
               1e3 * cost.median, 1e3 * cost.min, 1e3 * cost.max);
-  std::printf("throughput loss: median %.2f%%, %.0f%% confidence interval of the median %.2f..%.2f%%\n",
-              loss.median, 100 * loss.ci_level, loss.ci_lo, loss.ci_hi);
+  std::printf(
+      "throughput loss: median %.2f%%, %.0f%% confidence interval of the median %.2f..%.2f%%\n",
+      loss.median, 100 * loss.ci_level, loss.ci_lo, loss.ci_hi);
   std::printf("CPU share an idle B takes from A's traffic: %.3f%%\n", r.cpu_share_pct);
   std::printf("target: loss < 1%% (CPU share < 1%% and the loss interval reaches below 1%%): %s\n",
               verdict(ok));
@@ -270,8 +271,7 @@ int runTwoWorlds(int argc, char** argv, int first) {
   }
 
   r.idle_cost_cores = idleWorldCost(s, idle_reps, idle_seconds, settle);
-  r.cpu_share_pct =
-      100.0 * summarize(r.idle_cost_cores).median / summarize(r.one_cores).median;
+  r.cpu_share_pct = 100.0 * summarize(r.idle_cost_cores).median / summarize(r.one_cores).median;
   const bool ok = r.cpu_share_pct < 1.0 && summarize(r.loss_pct).ci_lo < 1.0;
   printResult(r, iters, s.bytes, reps, ok);
   Json doc = Json::object();

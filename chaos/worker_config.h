@@ -53,9 +53,9 @@ struct WorkerTraffic {
 
 struct WorkerConfig {
   std::string role;
-  unsigned seed = 0;                     // the role's own failpoint PRNG seed
+  unsigned seed = 0;                      // the role's own failpoint PRNG seed
   std::chrono::milliseconds window{100};  // metrics window
-  std::string fifo_prefix;               // libfiu control fifo prefix; "" for none
+  std::string fifo_prefix;                // libfiu control fifo prefix; "" for none
   std::vector<WorkerWorld> worlds;
   std::vector<WorkerTraffic> traffic;
 };

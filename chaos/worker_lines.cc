@@ -80,7 +80,8 @@ class Fields {
 };
 
 std::optional<WorldEvent::Kind> parseEventKind(std::string_view name) {
-  for (auto k : {WorldEvent::Kind::kCreated, WorldEvent::Kind::kBroken, WorldEvent::Kind::kRemoved}) {
+  for (auto k :
+       {WorldEvent::Kind::kCreated, WorldEvent::Kind::kBroken, WorldEvent::Kind::kRemoved}) {
     if (name == eventKindName(k)) return k;
   }
   return std::nullopt;
@@ -99,12 +100,13 @@ std::string format(const Line& line) {
                                                   l.peer, l.detail);
           },
           [&](const Metrics& l) {
-            return detail::telemetry_lines::metrics(
-                l.t_ns, l.world, l.generation, {l.bytes, l.ops, l.lat_sum_ns, l.lat_max_ns});
+            return detail::telemetry_lines::metrics(l.t_ns, l.world, l.generation,
+                                                    {l.bytes, l.ops, l.lat_sum_ns, l.lat_max_ns});
           },
           [&](const Cpu& l) { return "cpu " + n(l.t_ns) + " " + n(l.cpu_ns) + " " + n(l.wait_ns); },
           [&](const JoinFail& l) {
-            return "joinfail " + n(l.t_ns) + " " + l.world + " " + detail::telemetry_lines::oneLine(l.status);
+            return "joinfail " + n(l.t_ns) + " " + l.world + " " +
+                   detail::telemetry_lines::oneLine(l.status);
           },
           [](const Error& l) { return detail::telemetry_lines::error(l.message); },
           [](const App& l) { return detail::telemetry_lines::app(l.t_ns, l.name, l.value); },
@@ -150,7 +152,8 @@ Result<Line> parse(std::string_view line) {
     e.kind = *k;
     if (cause_word != "-") {
       auto c = parseCause(cause_word);
-      if (!c.ok()) return Status(Code::kInvalidArgument, "worker line 'event': " + c.status().message());
+      if (!c.ok())
+        return Status(Code::kInvalidArgument, "worker line 'event': " + c.status().message());
       e.cause = *c;
     }
     return Line(std::move(e));

@@ -120,7 +120,7 @@ mw::Status await(mw::Work w) {
 int frontend(const std::vector<WorldArg>& worlds, size_t bytes) {
   mw::WorldManager m;
   mw::Communicator c(m);
-  std::map<std::string, std::thread> joiners;  // a world being (re-)created
+  std::map<std::string, std::thread> joiners;       // a world being (re-)created
   std::map<std::string, std::atomic<bool>> joined;  // keys fixed before any thread starts
   for (const auto& w : worlds) joined[w.name] = false;
   auto rejoin = [&](const WorldArg& w) {
@@ -157,8 +157,8 @@ int frontend(const std::vector<WorldArg>& worlds, size_t bytes) {
       ++served;
       mw::reportMetric("requests").ignore();
     } else if (!stopping) {
-      std::fprintf(stderr, "pipeline_app: %s failed (%s); re-creating it\n",
-                   target->name.c_str(), s.toString().c_str());
+      std::fprintf(stderr, "pipeline_app: %s failed (%s); re-creating it\n", target->name.c_str(),
+                   s.toString().c_str());
       rejoin(*target);
     }
   }

@@ -54,8 +54,8 @@ Verdict staysHealthy(const std::string& name, const EventRec* first_break,
     v.status = VerdictStatus::kFail;
     v.measured = "broken at " + fmt("%.3f s", first_break->t);
     v.message = "world " + name + " broke at " + fmt("%.3f s", first_break->t) + " (" +
-                causeName(first_break->cause) + " seen by " + first_break->role + ": " + first_break->detail +
-                ") but was expected to stay healthy";
+                causeName(first_break->cause) + " seen by " + first_break->role + ": " +
+                first_break->detail + ") but was expected to stay healthy";
   }
   return v;
 }
@@ -135,18 +135,31 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
                      f.where,
                      {}});
     } else if (f.outcome == FaultOutcome::kSkipped) {
-      out.push_back(
-          {"fault delivered: " + f.action, "", VerdictStatus::kSkipped, "", "", f.outcomeText(), f.where, {}});
+      out.push_back({"fault delivered: " + f.action,
+                     "",
+                     VerdictStatus::kSkipped,
+                     "",
+                     "",
+                     f.outcomeText(),
+                     f.where,
+                     {}});
     }
   }
   for (const auto& h : r.harness_errors) {
-    out.push_back({"the harness ran the scenario", "", VerdictStatus::kError, "", "", h, s.where, {}});
+    out.push_back(
+        {"the harness ran the scenario", "", VerdictStatus::kError, "", "", h, s.where, {}});
   }
   // No verdict may see a window at the wrong time: a record whose series go back is the harness's
   // error, never evidence.
   if (std::string back = timeOrderError(r); !back.empty()) {
-    out.push_back({"the harness ran the scenario", "", VerdictStatus::kError, "", "",
-                   "the record goes back in time: " + back, s.where, {}});
+    out.push_back({"the harness ran the scenario",
+                   "",
+                   VerdictStatus::kError,
+                   "",
+                   "",
+                   "the record goes back in time: " + back,
+                   s.where,
+                   {}});
   }
 
   // Which worlds broke, and when first.
@@ -167,8 +180,9 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
         if (it != broke.end()) {
           v.status = VerdictStatus::kPass;
           v.measured = "broken at " + fmt("%.3f s", it->second->t);
-          v.message = "broke at " + fmt("%.3f s", it->second->t) + " (" + causeName(it->second->cause) +
-                      " seen by " + it->second->role + ": " + it->second->detail + ")";
+          v.message = "broke at " + fmt("%.3f s", it->second->t) + " (" +
+                      causeName(it->second->cause) + " seen by " + it->second->role + ": " +
+                      it->second->detail + ")";
         } else {
           v.status = VerdictStatus::kFail;
           v.measured = "healthy";
@@ -255,7 +269,8 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
       v.status = VerdictStatus::kSkipped;
       v.message = "no surviving member of world " + name + " to measure detection at";
     } else {
-      v.status = worst * 1000 <= static_cast<double>(limit->count()) ? VerdictStatus::kPass : VerdictStatus::kFail;
+      v.status = worst * 1000 <= static_cast<double>(limit->count()) ? VerdictStatus::kPass
+                                                                     : VerdictStatus::kFail;
       v.message = "'" + cause->action + "' at " + fmt("%.3f s", cause->sent);
       if (kernel_late) {
         v.message += "; the kernel closed the ended process's sockets " + ms(from - cause->sent) +
@@ -356,8 +371,8 @@ std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r) {
         for (const auto& role : s.membersOf(world)) {
           double t = -1;
           for (const auto& ev : r.events) {
-            if (ev.world == world && ev.role == role && ev.kind == EventKind::kCreated && ev.t > f.sent &&
-                inRun(r, ev.t) && (t < 0 || ev.t < t)) {
+            if (ev.world == world && ev.role == role && ev.kind == EventKind::kCreated &&
+                ev.t > f.sent && inRun(r, ev.t) && (t < 0 || ev.t < t)) {
               t = ev.t;
             }
           }

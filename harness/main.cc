@@ -217,9 +217,14 @@ json runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, Run
           res.why = "interrupted while the expect.check hook ran: " + msg;
           return mw::reports::reportJson(s, res.record, {}, "interrupted", res.why, env);
         }
-        verdicts.push_back(
-            {"expect.check hook", "", ok ? VerdictStatus::kPass : VerdictStatus::kFail, "", "", msg,
-             s.expect.where, {}});
+        verdicts.push_back({"expect.check hook",
+                            "",
+                            ok ? VerdictStatus::kPass : VerdictStatus::kFail,
+                            "",
+                            "",
+                            msg,
+                            s.expect.where,
+                            {}});
       }
     }
   } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
@@ -247,8 +252,8 @@ int run(const Cli& cli) {
   const fs::path out = cli.out.empty() ? fs::path("mwchaos-out") : fs::path(cli.out);
   // Reports that cannot be written are found before any scenario runs, not after a soak.
   if (std::string why; !writableDir(out, &why)) {
-    std::fprintf(stderr, "mwchaos: cannot write reports to %s: %s; nothing was run\n",
-                 out.c_str(), why.c_str());
+    std::fprintf(stderr, "mwchaos: cannot write reports to %s: %s; nothing was run\n", out.c_str(),
+                 why.c_str());
     return kExitUnavailable;
   }
   // Through the CUDA runtime the library loads when it is there (multiworld/gpu.h): mwchaos

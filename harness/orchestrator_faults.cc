@@ -67,25 +67,24 @@ void Run::act(size_t i) {
 }
 
 Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
-  Status st = std::visit(Overload{
-                        [&](const Partition& p) { return net_->partition(p.a, p.b, p.loud, p.oneway); },
-                        [&](const Heal&) {
-                          Status st = net_->heal();
-                          clearDelays();
-                          return st;
-                        },
-                        [&](const Loss& l) { return net_->loss(l.host, l.p); },
-                        [&](const Bandwidth& b) { return net_->bandwidth(b.host, b.rate); },
-                        [&](const Delay& d) {
-                          Status st = net_->delay(d.host, d.delay_ms, d.jitter_ms);
-                          if (st.code() == Code::kUnavailable) st = delayByFailpoint(d, f, st);
-                          return st;
-                        },
-                        [&](const auto&) {
-                          return Status(Code::kInvalidArgument, "not a network fault");
-                        },
-                    },
-                    a.fault);
+  Status st = std::visit(
+      Overload{
+          [&](const Partition& p) { return net_->partition(p.a, p.b, p.loud, p.oneway); },
+          [&](const Heal&) {
+            Status st = net_->heal();
+            clearDelays();
+            return st;
+          },
+          [&](const Loss& l) { return net_->loss(l.host, l.p); },
+          [&](const Bandwidth& b) { return net_->bandwidth(b.host, b.rate); },
+          [&](const Delay& d) {
+            Status st = net_->delay(d.host, d.delay_ms, d.jitter_ms);
+            if (st.code() == Code::kUnavailable) st = delayByFailpoint(d, f, st);
+            return st;
+          },
+          [&](const auto&) { return Status(Code::kInvalidArgument, "not a network fault"); },
+      },
+      a.fault);
   f.acked = rel(nowNs());
   return st;
 }

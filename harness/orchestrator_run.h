@@ -29,9 +29,9 @@ namespace mw::harness::orch {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-inline constexpr auto kStopGrace = 5s;      // a worker told to stop has exited
-inline constexpr auto kFifoLimit = 5s;      // a worker's failpoint fifo answers
-inline constexpr auto kCommandLimit = 1s;   // one failpoint command answered
+inline constexpr auto kStopGrace = 5s;     // a worker told to stop has exited
+inline constexpr auto kFifoLimit = 5s;     // a worker's failpoint fifo answers
+inline constexpr auto kCommandLimit = 1s;  // one failpoint command answered
 inline constexpr size_t kStderrTail = 4000;
 
 inline long long nowNs() {
@@ -51,7 +51,7 @@ struct Worker {
   std::unique_ptr<chaos::Process> proc;
   chaos::FifoControl fifo;
   std::string fifo_dir;
-  std::string out_buf;   // protocol lines not yet complete (a program role's telemetry pipe)
+  std::string out_buf;  // protocol lines not yet complete (a program role's telemetry pipe)
   std::string err_tail;
   std::string out_tail;  // a program role's stdout: logs, never parsed
   bool program = false;  // a program role: lines come from its telemetry pipe (fd 3)

@@ -25,7 +25,7 @@ struct Scenario;
 struct WorldSpec {
   std::string name;
   BackendKind backend = BackendKind::kGloo;
-  int size = 0;                  // derived from the roles' ranks
+  int size = 0;  // derived from the roles' ranks
   Ms heartbeat{1000};
   Ms op_timeout{10000};
   bool rejoin = false;  // members re-create the world after it breaks (replacement members)

@@ -104,8 +104,9 @@ std::optional<uint64_t> parseBytes(const std::string& text) {
 namespace {
 
 constexpr const char* kFaultNames[] = {
-    "kill",       "pause",    "resume", "restart", "failpoint", "clear_failpoint", "remove_world",
-    "add_world",  "partition", "heal",  "loss",    "bandwidth", "delay"};
+    "kill",         "pause",     "resume",    "restart", "failpoint", "clear_failpoint",
+    "remove_world", "add_world", "partition", "heal",    "loss",      "bandwidth",
+    "delay"};
 static_assert(std::size(kFaultNames) == kFaultKinds, "a name for every Fault alternative");
 
 std::string hostList(const std::vector<std::string>& v) {

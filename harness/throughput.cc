@@ -176,17 +176,18 @@ ThroughputJudgement judgeThroughput(const ThroughputEvidence& e, double bar) {
   }
   if (e.lo >= bar) return {VerdictStatus::kPass, ""};
   if (e.hi >= bar) {
-    return {VerdictStatus::kInconclusive, "the ratio's 90% interval [" + fmt("%.2f", e.lo) + ", " +
-                                fmt("%.2f", e.hi) + "] holds the bar " + fmt("%.2f", bar) +
-                                ": the windows vary too much to tell"};
+    return {VerdictStatus::kInconclusive,
+            "the ratio's 90% interval [" + fmt("%.2f", e.lo) + ", " + fmt("%.2f", e.hi) +
+                "] holds the bar " + fmt("%.2f", bar) + ": the windows vary too much to tell"};
   }
   if (std::isnan(e.control)) {
     return {VerdictStatus::kInconclusive,
             "too few windows before the fault for a control (3 in each half are needed)"};
   }
   if (e.control < bar) {
-    return {VerdictStatus::kInconclusive, "without any fault this run's throughput moved as much: the control " +
-                                fmt("%.2f", e.control) + " is below the bar " + fmt("%.2f", bar)};
+    return {VerdictStatus::kInconclusive,
+            "without any fault this run's throughput moved as much: the control " +
+                fmt("%.2f", e.control) + " is below the bar " + fmt("%.2f", bar)};
   }
   // A control that rose by as much is the same evidence: the fault-free stretch moved past the
   // bar's margin on its own, and an inflated "before" makes any "after" look like a drop (seen

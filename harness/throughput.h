@@ -62,7 +62,7 @@ ThroughputEvidence measureThroughput(const Scenario& s, const RunRecord& r,
 //   inconclusive  otherwise; `why` says which evidence was missing.
 struct ThroughputJudgement {
   VerdictStatus status = VerdictStatus::kInconclusive;  // pass | fail | inconclusive
-  std::string why;     // for inconclusive: the reason; else ""
+  std::string why;                                      // for inconclusive: the reason; else ""
 };
 ThroughputJudgement judgeThroughput(const ThroughputEvidence& e, double bar);
 

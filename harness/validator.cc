@@ -1,5 +1,9 @@
 #include "harness/validator.h"
 
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -8,10 +12,6 @@
 #include <fstream>
 #include <iterator>
 #include <set>
-
-#include <limits.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "chaos/posix_points.h"
 #include "harness/fault_names.h"
@@ -294,8 +294,9 @@ void Validator::program(const LV& spec, const std::string& w, const std::string&
                         RoleSpec& r) {
   if (const LV* p = spec.get("program")) {
     if (p->t != LV::T::kTable || !p->fields.empty() || p->items.empty()) {
-      error(w, path + ".program: expected a command as a list of strings like "
-                      "{ \"python3\", \"serve.py\" }, got " +
+      error(w, path +
+                   ".program: expected a command as a list of strings like "
+                   "{ \"python3\", \"serve.py\" }, got " +
                    (p->t == LV::T::kTable && p->fields.empty() ? "an empty list" : p->show()));
     } else {
       for (size_t i = 0; i < p->items.size(); ++i) {
@@ -320,11 +321,10 @@ void Validator::program(const LV& spec, const std::string& w, const std::string&
     } else {
       for (const auto& [name, value] : env->fields) {
         const std::string ep = path + ".env." + name;
-        const bool ok_name =
-            !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-            std::all_of(name.begin(), name.end(), [](char c) {
-              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-            });
+        const bool ok_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                             std::all_of(name.begin(), name.end(), [](char c) {
+                               return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                             });
         if (!ok_name) error(w, ep + ": a variable name is letters, digits and '_'");
         if (std::find(std::begin(kHarnessVariables), std::end(kHarnessVariables), name) !=
             std::end(kHarnessVariables)) {
@@ -530,8 +530,8 @@ void Validator::traffic(const LV* v, const std::string& w, Scenario& s) {
           continue;
         }
         error(tw, path + ": world '" + wn + "' already carries " +
-                      chaos::trafficPatternName(other.pattern) + " (" +
-                      other.where + "); a world carries one traffic pattern");
+                      chaos::trafficPatternName(other.pattern) + " (" + other.where +
+                      "); a world carries one traffic pattern");
       }
     }
     if (std::set<std::string>(ts.worlds.begin(), ts.worlds.end()).size() != ts.worlds.size()) {
@@ -617,8 +617,10 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
                         "not both");
         }
         if (!mw::checkMetricName(ts.metric).ok()) {
-          error(tw, p + ".metric: expected the name a program reports (1 to 64 characters of "
-                        "A-Z a-z 0-9 _ . -), got \"" + ts.metric + "\"");
+          error(tw, p +
+                        ".metric: expected the name a program reports (1 to 64 characters of "
+                        "A-Z a-z 0-9 _ . -), got \"" +
+                        ts.metric + "\"");
         }
         if (!s.roles.count(ts.role)) {
           error(tw, p + ".role: no role '" + ts.role + "' in roles");
@@ -633,14 +635,14 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
       if (!s.worlds.count(ts.world)) error(tw, p + ".world: no world '" + ts.world + "' in worlds");
       // A program member makes its own traffic (the runtime in it reports the world's bytes).
       const auto members = s.membersOf(ts.world);
-      bool has_traffic =
-          std::any_of(s.traffic.begin(), s.traffic.end(),
-                      [&](const TrafficSpec& t) {
-                        return std::find(t.worlds.begin(), t.worlds.end(), ts.world) !=
-                               t.worlds.end();
-                      }) ||
-          std::any_of(members.begin(), members.end(),
-                      [&](const std::string& m) { return s.roles.at(m).isProgram(); });
+      bool has_traffic = std::any_of(s.traffic.begin(), s.traffic.end(),
+                                     [&](const TrafficSpec& t) {
+                                       return std::find(t.worlds.begin(), t.worlds.end(),
+                                                        ts.world) != t.worlds.end();
+                                     }) ||
+                         std::any_of(members.begin(), members.end(), [&](const std::string& m) {
+                           return s.roles.at(m).isProgram();
+                         });
       if (s.worlds.count(ts.world) && !has_traffic) {
         error(tw, p + ": world '" + ts.world + "' carries no traffic to measure");
       }

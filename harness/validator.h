@@ -78,7 +78,6 @@ class Validator {
 
   void worlds(const LV* v, const std::string& w, Scenario& s);
 
-
   void roles(const LV* v, const std::string& w, Scenario& s);
 
   // A role's program, env and cwd fields as written (docs/scenarios.md, "Program roles").

@@ -92,7 +92,8 @@ Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& a
     const LV* point = act.get("point");
     if (point != nullptr && point->t == LV::T::kStr && chaos::isPosixPoint(point->s)) {
       error(aw, path + ": " + name + ": role '" + role + "' runs a program; POSIX failpoints (" +
-                    point->s + ") need mw_worker's libfiu preload, the runtime's mw/... points "
+                    point->s +
+                    ") need mw_worker's libfiu preload, the runtime's mw/... points "
                     "work in programs");
     }
   }
@@ -281,7 +282,8 @@ void Validator::expandBackend(const Scenario& s, const std::string& role, std::s
     if (r != s.roles.end() && !r->second.ranks.empty())
       it = s.worlds.find(r->second.ranks.begin()->first);
   }
-  const std::string backend = backendName(it != s.worlds.end() ? it->second.backend : BackendKind::kGloo);
+  const std::string backend =
+      backendName(it != s.worlds.end() ? it->second.backend : BackendKind::kGloo);
   for (size_t p; (p = point.find("{backend}")) != std::string::npos;) {
     point.replace(p, 9, backend);
   }
@@ -318,8 +320,7 @@ void Validator::probabilityAndOnce(const LV& m, const std::string& aw, const std
   f.once = boolean(m.get("once"), aw, path + " mode.once").value_or(false);
 }
 
-void Validator::failMode(const LV* m, const std::string& aw, const std::string& path,
-                         FailMode& f) {
+void Validator::failMode(const LV* m, const std::string& aw, const std::string& path, FailMode& f) {
   if (m == nullptr) return;
   if (m->t != LV::T::kTable) {
     error(aw, path + ": failpoint mode: expected a table like { errno = \"ECONNRESET\" }");

@@ -137,8 +137,8 @@ json runJson(const Scenario& s, const RunRecord& r) {
     wj["members"] = s.membersOf(name);
     double broken_at = -1;
     for (const auto& e : r.events) {
-      if (e.world == name && e.kind == harness::EventKind::kBroken && e.t >= 0 && e.t <= r.elapsed &&
-          (broken_at < 0 || e.t < broken_at)) {
+      if (e.world == name && e.kind == harness::EventKind::kBroken && e.t >= 0 &&
+          e.t <= r.elapsed && (broken_at < 0 || e.t < broken_at)) {
         broken_at = e.t;
       }
     }
@@ -204,9 +204,12 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   if (e.detected_within) ex["detected_within_ms"] = e.detected_within->count();
   for (const auto& [w, v] : e.detected_within_world) ex["detected_within_world_ms"][w] = v.count();
   for (const auto& t : e.throughput) {
-    ex["throughput"].push_back(
-        {{"world", t.world}, {"metric", t.metric}, {"role", t.role}, {"ratio", t.ratio},
-         {"window", t.window}, {"where", t.where}});
+    ex["throughput"].push_back({{"world", t.world},
+                                {"metric", t.metric},
+                                {"role", t.role},
+                                {"ratio", t.ratio},
+                                {"window", t.window},
+                                {"where", t.where}});
   }
   if (e.replacement_within) ex["replacement_within_ms"] = e.replacement_within->count();
   ex["no_hang"] = e.no_hang;
@@ -221,8 +224,12 @@ json reportJson(const Scenario& s, const RunRecord& r, const std::vector<Verdict
   doc["run"] = runJson(s, r);
   doc["expectations"] = json::array();
   for (const auto& v : verdicts) {
-    json x = {{"name", v.name},         {"world", v.world},         {"status", harness::verdictStatusName(v.status)},
-              {"measured", v.measured}, {"threshold", v.threshold}, {"message", v.message},
+    json x = {{"name", v.name},
+              {"world", v.world},
+              {"status", harness::verdictStatusName(v.status)},
+              {"measured", v.measured},
+              {"threshold", v.threshold},
+              {"message", v.message},
               {"where", v.where}};
     if (!v.evidence.empty()) {
       json ev = json::object();
@@ -350,9 +357,9 @@ RunRecord runFromJson(const json& doc) {
     const bool legacy_end =
         x.kind == harness::FaultKind::kRestart ||
         (x.kind == harness::FaultKind::kKill && x.action.find("SIGSTOP") == std::string::npos &&
-                                x.action.find("SIGCONT") == std::string::npos &&
-                                x.action.find("SIGUSR") == std::string::npos &&
-                                x.action.find("SIGHUP") == std::string::npos);
+         x.action.find("SIGCONT") == std::string::npos &&
+         x.action.find("SIGUSR") == std::string::npos &&
+         x.action.find("SIGHUP") == std::string::npos);
     x.ends_role = f.value("ends_role", legacy_end);
     x.gone = f.value("gone_s", -1.0);
     r.faults.push_back(x);
@@ -428,10 +435,14 @@ std::vector<Verdict> verdictsFromJson(const json& doc) {
     const std::string status = v.value("status", std::string());
     const auto st = harness::parseVerdictStatus(status);
     if (!st) throw std::runtime_error("expectations: unknown status '" + status + "'");
-    Verdict x{v.value("name", std::string()),      v.value("world", std::string()),
-              *st,                                 v.value("measured", std::string()),
-              v.value("threshold", std::string()), v.value("message", std::string()),
-              v.value("where", std::string()),     {}};
+    Verdict x{v.value("name", std::string()),
+              v.value("world", std::string()),
+              *st,
+              v.value("measured", std::string()),
+              v.value("threshold", std::string()),
+              v.value("message", std::string()),
+              v.value("where", std::string()),
+              {}};
     const json evidence = v.value("evidence", json::object());  // items() of a temporary dangles
     for (const auto& [k, n] : evidence.items()) {
       x.evidence[k] = n.is_number() ? n.get<double>() : std::nan("");

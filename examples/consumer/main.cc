@@ -1,7 +1,7 @@
 // Joins a one-member world and all-reduces a tensor: the smallest complete multiworld program.
-#include <cstdio>
-
 #include <multiworld/multiworld.h>
+
+#include <cstdio>
 
 int main() {
   mw::WorldManager manager;

@@ -1,9 +1,9 @@
-// mw_fake_program: a stand-in for a user's program in a program role (tests/harness/program_test.sh).
-// It does what the runtime's telemetry channel does in a real program, without joining any world:
-// on the pipe named by MW_TELEMETRY_FD it writes `ready <t>` and then, every 100 ms, a `metrics`
-// line for each world of MW_TELEMETRY_WORLDS (chaos/worker_lines.h), until SIGTERM ends it
-// (exit 0). On its stdout it prints its arguments and the harness's variables, for the test to
-// check (the token only by its length).
+// mw_fake_program: a stand-in for a user's program in a program role
+// (tests/harness/program_test.sh). It does what the runtime's telemetry channel does in a real
+// program, without joining any world: on the pipe named by MW_TELEMETRY_FD it writes `ready <t>`
+// and then, every 100 ms, a `metrics` line for each world of MW_TELEMETRY_WORLDS
+// (chaos/worker_lines.h), until SIGTERM ends it (exit 0). On its stdout it prints its arguments and
+// the harness's variables, for the test to check (the token only by its length).
 //
 // Options:
 //   --exit-before-ready N   print a line to stderr and exit N before writing `ready`

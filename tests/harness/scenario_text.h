@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/run.h"
 #include "harness/loader.h"
+#include "harness/run.h"
 
 namespace mw::harness::testing {
 

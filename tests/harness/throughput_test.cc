@@ -141,9 +141,7 @@ TEST_CASE("a drop is inconclusive when the control rose past the bar's margin",
   // Without any fault the throughput doubled (from 2 s): an inflated "before" stretch makes the
   // unchanged "after" look like a drop. Seen beside two CPU hogs as false failures.
   auto l = scenario(0.9);
-  auto r = record({[](double t, int i) {
-    return kRate * wiggle(i) * (t > 2 && t <= 3 ? 2 : 1);
-  }});
+  auto r = record({[](double t, int i) { return kRate * wiggle(i) * (t > 2 && t <= 3 ? 2 : 1); }});
   auto all = evaluate(l.scenario, r);
   const Verdict& v = throughputVerdict(all);
   INFO(v.message);

@@ -22,9 +22,8 @@ TEST_CASE("every worker line kind round-trips", "[harness][lines]") {
   CHECK(std::get<Fifo>(roundTrip(Fifo{"/tmp/x/fifo"})).path == "/tmp/x/fifo");
   CHECK(std::get<Fifo>(roundTrip(Fifo{})).path.empty());
   CHECK(std::get<Ready>(roundTrip(Ready{123456789012345})).t_ns == 123456789012345);
-  auto e = std::get<Event>(
-      roundTrip(Event{5, "w1", WorldEvent::Kind::kBroken, 3, Cause::kPeerDied, 2,
-                      "connection reset\nby peer"}));
+  auto e = std::get<Event>(roundTrip(Event{5, "w1", WorldEvent::Kind::kBroken, 3, Cause::kPeerDied,
+                                           2, "connection reset\nby peer"}));
   CHECK(e.world == "w1");
   CHECK(e.generation == 3);
   CHECK(e.kind == WorldEvent::Kind::kBroken);
@@ -62,7 +61,8 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[harness][line
         Case{"ready soon", "time 'soon'"}, Case{"event 1 w1 broken", "missing generation"},
         Case{"cpu 1 -", "cpu_ns '-'"}, Case{"cpu 1 99999999999999999999 0", "cpu_ns"},
         Case{"fifo", "missing path"}, Case{"hello world", "unknown kind 'hello'"},
-        Case{"", "unknown kind ''"}, Case{"event 1 w1 exploded 1 - -1 x", "unknown kind 'exploded'"},
+        Case{"", "unknown kind ''"},
+        Case{"event 1 w1 exploded 1 - -1 x", "unknown kind 'exploded'"},
         Case{"event 1 w1 broken 1 peer_exploded 2 x", "unknown cause 'peer_exploded'"},
         Case{"app 1 requests", "missing value"}, Case{"app 1 requests many", "not a finite"},
         Case{"app 1 requests nan", "not a finite"}, Case{"app 1 requests inf", "not a finite"}}) {

@@ -217,7 +217,8 @@ TEST_CASE("deadlines saturate: Deadline::max() never comes, Deadline::min() has 
   CHECK(mw::Clock::now() - t0 < 5s);
 }
 
-TEST_CASE("the world name rule and the cause names that the harness reuses", "[runtime][badinput]") {
+TEST_CASE("the world name rule and the cause names that the harness reuses",
+          "[runtime][badinput]") {
   CHECK(mw::validWorldName("w1"));
   CHECK(mw::validWorldName("a.b-c_D9"));
   CHECK(mw::validWorldName(std::string(128, 'x')));

@@ -1,12 +1,12 @@
 // DeferredWake: the executor's wake-up (now, at a time, cancelled). Upper time bounds here are
 // generous (they only keep a broken wake-up from hanging the test); the lower ones are the
 // contract: a wake-up set for a time never comes before it.
+#include "core/deferred_wake.h"
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <thread>
-
-#include "core/deferred_wake.h"
 
 using namespace std::chrono_literals;
 using mw::Clock;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "multiworld/multiworld.h"
+#include "support/child.h"
 #include "support/hosted_world.h"
 #include "support/local_worlds.h"
-#include "support/child.h"
 #include "support/util.h"
 
 using namespace std::chrono_literals;

@@ -76,9 +76,9 @@ TEST_CASE("lateness counts against a silence only when it came after the last co
   m.sleeping(at(0ms, 0ms), kT0 + 100ms);
   m.woke(at(1100ms, 0ms));  // stopped from 100 ms to 1100 ms
   CHECK(m.total() == 1000ms);
-  CHECK(m.since(kT0 + 50ms) == 1000ms);   // heard before the stop, learned of after it
-  CHECK(m.since(kT0 + 600ms) == 500ms);   // heard in the middle of it
-  CHECK(m.since(kT0 + 1100ms) == 0ms);    // heard after it
+  CHECK(m.since(kT0 + 50ms) == 1000ms);  // heard before the stop, learned of after it
+  CHECK(m.since(kT0 + 600ms) == 500ms);  // heard in the middle of it
+  CHECK(m.since(kT0 + 1100ms) == 0ms);   // heard after it
   // Off the CPU while running: placed at the end of the stretch, the most it can discount.
   m.ran(at(2000ms, 400ms));  // 500 ms off the CPU between 1100 ms and 2000 ms
   CHECK(m.total() == 1500ms);

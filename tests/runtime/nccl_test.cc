@@ -2,20 +2,19 @@
 // the [gpu] cases need a GPU and exit with code 77 (ctest: skipped) saying why when there is none.
 // The same cases run twice: nccl_test on the machine's CUDA and NCCL, and nccl_sim_test on the
 // simulated GPU of sim_cuda.cc (two devices, one-rank NCCL), which every machine has.
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <condition_variable>
-#include <memory>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -285,8 +284,7 @@ void CUDART_CB sleepOnStream(void* ms) {
 // Queues, on `stream`, a 500 ms hold and then a fill of `buf` with byte `value`.
 void slowFill(DeviceBuf<float>& buf, int value, cudaStream_t stream) {
   const auto hold = static_cast<uintptr_t>(scaled(500).count());  // sanitizers: longer
-  REQUIRE(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void*>(hold)) ==
-          cudaSuccess);
+  REQUIRE(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void*>(hold)) == cudaSuccess);
   REQUIRE(cudaMemsetAsync(buf.p, value, sizeof(float) * buf.n, stream) == cudaSuccess);
 }
 
@@ -298,9 +296,10 @@ bool allBytes(const std::vector<float>& v, int value) {
 
 }  // namespace
 
-TEST_CASE("an operation on CUDA tensors starts after the caller's stream and completes after the "
-          "GPU is done",
-          "[nccl][gpu]") {
+TEST_CASE(
+    "an operation on CUDA tensors starts after the caller's stream and completes after the "
+    "GPU is done",
+    "[nccl][gpu]") {
   requireGpu();
   mw::WorldManager m;
   mw::Communicator c(m);
@@ -344,9 +343,10 @@ TEST_CASE("an operation on CUDA tensors starts after the caller's stream and com
   CHECK(m.world("ordered")->state == mw::WorldState::kHealthy);
 }
 
-TEST_CASE("a stream of another device fails the operation, not the world, and the caller's device "
-          "is left as it was",
-          "[nccl][gpu]") {
+TEST_CASE(
+    "a stream of another device fails the operation, not the world, and the caller's device "
+    "is left as it was",
+    "[nccl][gpu]") {
   requireGpu();
   int count = 0;
   REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
@@ -454,9 +454,10 @@ TEST_CASE("removing a healthy nccl world while another world's kernel is stuck t
   REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
 }
 
-TEST_CASE("16 nccl worlds aborted at once with half of them failing neither deadlock nor stop "
-          "the rest",
-          "[nccl][gpu]") {
+TEST_CASE(
+    "16 nccl worlds aborted at once with half of them failing neither deadlock nor stop "
+    "the rest",
+    "[nccl][gpu]") {
   requireGpu();
 #ifndef MW_SIM_DEVICE
   if (!mw::failpoints::compiledIn()) FAIL("this test needs a runtime built with failpoints");
@@ -494,7 +495,7 @@ TEST_CASE("16 nccl worlds aborted at once with half of them failing neither dead
     mwSimSetStuck(names[i].c_str(), 1);
 #else
     mw::failpoints::Mode mode;
-    mode.failnum = 6;  // ncclRemoteError
+    mode.failnum = 6;   // ncclRemoteError
     mode.failinfo = 1;  // asynchronous
     mode.once = true;
     REQUIRE(mw::failpoints::enable("mw/nccl/all_reduce/" + names[i], mode).ok());
@@ -619,9 +620,10 @@ TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[ncc
 #endif
 }
 
-TEST_CASE("a caller's stream being captured into a CUDA graph is refused and harms neither the "
-          "world nor the capture",
-          "[nccl][gpu]") {
+TEST_CASE(
+    "a caller's stream being captured into a CUDA graph is refused and harms neither the "
+    "world nor the capture",
+    "[nccl][gpu]") {
   requireGpu();
   mw::WorldManager m;
   mw::Communicator c(m);
@@ -647,9 +649,10 @@ TEST_CASE("a caller's stream being captured into a CUDA graph is refused and har
   REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
 }
 
-TEST_CASE("an operation the GPU never finishes fails 10 s after the removal of its world that "
-          "returns at once",
-          "[nccl][gpu]") {
+TEST_CASE(
+    "an operation the GPU never finishes fails 10 s after the removal of its world that "
+    "returns at once",
+    "[nccl][gpu]") {
   requireGpu();
   mw::WorldManager m;
   mw::Communicator c(m);

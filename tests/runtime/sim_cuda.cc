@@ -411,8 +411,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* status) {
-  *status = streamOf(stream)->isCapturing() ? cudaStreamCaptureStatusActive
-                                            : cudaStreamCaptureStatusNone;
+  *status =
+      streamOf(stream)->isCapturing() ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
 
@@ -641,11 +641,11 @@ struct Comm {
   std::atomic<bool> aborted{false};
   std::mutex mu;
   std::condition_variable cv;
-  int running = 0;                          // GUARDED_BY(mu): kernels queued and not ended
-  bool connecting = false;                  // GUARDED_BY(mu)
-  bool connected = false;                   // GUARDED_BY(mu)
-  SimClock::time_point connected_at;        // GUARDED_BY(mu)
-  void* memory = nullptr;                   // its "device memory", freed by the abort
+  int running = 0;                    // GUARDED_BY(mu): kernels queued and not ended
+  bool connecting = false;            // GUARDED_BY(mu)
+  bool connected = false;             // GUARDED_BY(mu)
+  SimClock::time_point connected_at;  // GUARDED_BY(mu)
+  void* memory = nullptr;             // its "device memory", freed by the abort
 };
 
 struct Comms {
@@ -874,8 +874,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, 
                                     ncclConfig_t* config) {
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     *comm = nullptr;
-    return ncclFail(ncclInvalidArgument, "rank " + std::to_string(rank) + " of " +
-                                             std::to_string(nranks));
+    return ncclFail(ncclInvalidArgument,
+                    "rank " + std::to_string(rank) + " of " + std::to_string(nranks));
   }
   auto c = std::make_shared<Comm>();
   c->device = current_device;
@@ -1011,8 +1011,8 @@ ncclResult_t ncclBroadcast(const void* src, void* dst, size_t count, ncclDataTyp
   return copyOn(src, dst, count, dt, comm, stream);
 }
 
-ncclResult_t ncclAllReduce(const void* src, void* dst, size_t count, ncclDataType_t dt,
-                           ncclRedOp_t, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void* src, void* dst, size_t count, ncclDataType_t dt, ncclRedOp_t,
+                           ncclComm_t comm, cudaStream_t stream) {
   return copyOn(src, dst, count, dt, comm, stream);
 }
 

@@ -113,8 +113,9 @@ TEST_CASE("a manager reports ready, its events and each window's traffic to the 
     auto w = words(l);
     REQUIRE(w.size() >= 2);
     const long long t = std::stoll(w[1]);
-    CHECK(t >= std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   t_start.time_since_epoch()).count() - 1000000000LL);
+    CHECK(t >=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t_start.time_since_epoch()).count() -
+              1000000000LL);
     if (w[0] == "ready") {
       ++ready;
       CHECK(created == 2);  // ready once both worlds of MW_TELEMETRY_WORLDS are up

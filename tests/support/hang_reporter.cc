@@ -2,10 +2,9 @@
 // MW_TEST_HANG_SECONDS (default 100), it prints every thread's stack (gdb, when installed) to
 // stderr and aborts, so CI logs show where it hung instead of only a ctest timeout.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>

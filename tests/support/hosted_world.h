@@ -24,7 +24,7 @@ struct HostedWorld {
 };
 
 inline mw::WorldOptions options(const std::string& name, int rank, int size, uint16_t port,
-                         std::chrono::milliseconds hb = 1000ms) {
+                                std::chrono::milliseconds hb = 1000ms) {
   mw::WorldOptions o;
   o.name = name;
   o.rank = rank;
@@ -35,14 +35,15 @@ inline mw::WorldOptions options(const std::string& name, int rank, int size, uin
 }
 
 inline HostedWorld hostWorld(mw::WorldManager& m, const std::string& name, int size,
-                      std::chrono::milliseconds hb = 1000ms) {
+                             std::chrono::milliseconds hb = 1000ms) {
   HostedWorld h;
   h.join = m.initWorldAsync(options(name, 0, size, 0, hb), mw::deadlineIn(20s));
   h.port = mw::test::LocalWorld::waitForPort(m, name);
   return h;
 }
 
-inline std::string joinArg(const std::string& name, int rank, int size, uint16_t port, long hb = 1000) {
+inline std::string joinArg(const std::string& name, int rank, int size, uint16_t port,
+                           long hb = 1000) {
   return name + ":" + std::to_string(rank) + ":" + std::to_string(size) + ":" +
          std::to_string(port) + ":" + std::to_string(hb);
 }
@@ -55,7 +56,7 @@ inline std::unique_ptr<Child> worker(std::vector<std::string> args) {
 
 // Waits for the first kBroken event of `world`.
 inline std::optional<mw::WorldEvent> brokenEvent(mw::Subscription& sub, const std::string& world,
-                                          std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout) {
   auto until = mw::deadlineIn(timeout);
   while (auto e = sub.next(until)) {
     if (e->kind == mw::WorldEvent::Kind::kBroken && e->world == world) return e;

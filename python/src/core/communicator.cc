@@ -220,20 +220,24 @@ void bindCommunicator(nb::module_& m) {
       // isend/irecv: always asynchronous; match by (peer, tag).
       .def(
           "isend",
-          [](C& c, const std::string& world, nb::handle tensor, int64_t dst, int64_t tag, nb::handle stream) {
+          [](C& c, const std::string& world, nb::handle tensor, int64_t dst, int64_t tag,
+             nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int d = toInt(dst, "dst"), g = tagFrom(tag);
-            return run(std::move(b), stream, true, true, [&] { return c.comm.isend(world, t, d, g); });
+            return run(std::move(b), stream, true, true,
+                       [&] { return c.comm.isend(world, t, d, g); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_stream)
       .def(
           "irecv",
-          [](C& c, const std::string& world, nb::handle tensor, int64_t src, int64_t tag, nb::handle stream) {
+          [](C& c, const std::string& world, nb::handle tensor, int64_t src, int64_t tag,
+             nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int s = toInt(src, "src"), g = tagFrom(tag);
-            return run(std::move(b), stream, true, true, [&] { return c.comm.irecv(world, t, s, g); });
+            return run(std::move(b), stream, true, true,
+                       [&] { return c.comm.irecv(world, t, s, g); });
           },
           nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_stream)
       .def(
@@ -243,9 +247,11 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int d = toInt(dst, "dst"), g = tagFrom(tag);
-            return run(std::move(b), stream, async_op, true, [&] { return c.comm.isend(world, t, d, g); });
+            return run(std::move(b), stream, async_op, true,
+                       [&] { return c.comm.isend(world, t, d, g); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_async, a_stream)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("dst"), nb::arg("tag") = 0, a_async,
+          a_stream)
       .def(
           "recv",
           [](C& c, const std::string& world, nb::handle tensor, int64_t src, int64_t tag,
@@ -253,13 +259,16 @@ void bindCommunicator(nb::module_& m) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int s = toInt(src, "src"), g = tagFrom(tag);
-            return run(std::move(b), stream, async_op, true, [&] { return c.comm.irecv(world, t, s, g); });
+            return run(std::move(b), stream, async_op, true,
+                       [&] { return c.comm.irecv(world, t, s, g); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_async, a_stream)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("src"), nb::arg("tag") = 0, a_async,
+          a_stream)
       // In place: root's tensor lands in every member's.
       .def(
           "broadcast",
-          [](C& c, const std::string& world, nb::handle tensor, int64_t root, bool async_op, nb::handle stream) {
+          [](C& c, const std::string& world, nb::handle tensor, int64_t root, bool async_op,
+             nb::handle stream) {
             Borrowed b;
             mw::Tensor t = tensorView(tensor, "tensor", b);
             const int r = toInt(root, "root");
@@ -291,11 +300,13 @@ void bindCommunicator(nb::module_& m) {
             return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.reduce(world, t, r, o); });
           },
-          nb::arg("world"), nb::arg("tensor"), nb::arg("root"), nb::arg("op") = "sum", a_async, a_stream)
+          nb::arg("world"), nb::arg("tensor"), nb::arg("root"), nb::arg("op") = "sum", a_async,
+          a_stream)
       // output.numel() == input.numel() * size; rank i's input lands in block i of output.
       .def(
           "all_gather",
-          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op, nb::handle stream) {
+          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op,
+             nb::handle stream) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
             return run(std::move(b), stream, async_op, false,
@@ -314,7 +325,8 @@ void bindCommunicator(nb::module_& m) {
             return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.gather(world, in, out, r); });
           },
-          nb::arg("world"), nb::arg("output").none(), nb::arg("input"), nb::arg("root"), a_async, a_stream)
+          nb::arg("world"), nb::arg("output").none(), nb::arg("input"), nb::arg("root"), a_async,
+          a_stream)
       // At root input.numel() == output.numel() * size; other ranks may pass input=None.
       .def(
           "scatter",
@@ -327,7 +339,8 @@ void bindCommunicator(nb::module_& m) {
             return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.scatter(world, in, out, r); });
           },
-          nb::arg("world"), nb::arg("output"), nb::arg("input").none(), nb::arg("root"), a_async, a_stream)
+          nb::arg("world"), nb::arg("output"), nb::arg("input").none(), nb::arg("root"), a_async,
+          a_stream)
       // input.numel() == output.numel() * size; block i of the reduced input lands in rank i.
       .def(
           "reduce_scatter",
@@ -339,12 +352,14 @@ void bindCommunicator(nb::module_& m) {
             return run(std::move(b), stream, async_op, false,
                        [&] { return c.comm.reduceScatter(world, in, out, o); });
           },
-          nb::arg("world"), nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", a_async, a_stream)
+          nb::arg("world"), nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", a_async,
+          a_stream)
       // input.numel() == output.numel() == block * size; block j of rank i's input lands in
       // block i of rank j's output.
       .def(
           "all_to_all",
-          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op, nb::handle stream) {
+          [](C& c, const std::string& world, nb::handle output, nb::handle input, bool async_op,
+             nb::handle stream) {
             Borrowed b;
             mw::Tensor out = tensorView(output, "output", b), in = tensorView(input, "input", b);
             return run(std::move(b), stream, async_op, false,

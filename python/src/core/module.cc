@@ -1,11 +1,10 @@
 // multiworld_native._core: WorldManager, world info, events and the module itself.
 #include <Python.h>
-#include <unistd.h>
-
 #include <cxxabi.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>

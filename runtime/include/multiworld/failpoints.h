@@ -24,10 +24,10 @@ namespace mw::failpoints {
 bool compiledIn();
 
 struct Mode {
-  int failnum = 5;          // what the failure returns: an errno, or an ncclResult_t (nccl points)
-  uintptr_t failinfo = 0;   // family specific: 1 on nccl points makes the error asynchronous
-  double probability = 1.0; // each check fails with this probability, in (0, 1]
-  bool once = false;        // disable the point after it failed once
+  int failnum = 5;           // what the failure returns: an errno, or an ncclResult_t (nccl points)
+  uintptr_t failinfo = 0;    // family specific: 1 on nccl points makes the error asynchronous
+  double probability = 1.0;  // each check fails with this probability, in (0, 1]
+  bool once = false;         // disable the point after it failed once
 };
 
 // Enables point `name` (see the header comment for wildcards). Errors: kInvalidArgument for an

@@ -18,8 +18,17 @@
 namespace mw::detail {
 
 enum class OpKind : uint8_t {
-  kSend, kRecv, kBroadcast, kAllReduce, kReduce, kAllGather, kGather, kScatter, kReduceScatter,
-  kAllToAll, kBarrier,
+  kSend,
+  kRecv,
+  kBroadcast,
+  kAllReduce,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier,
 };
 inline constexpr int kNumOpKinds = 11;
 const char* opKindName(OpKind k);
@@ -34,9 +43,9 @@ class OpFailPoints {
       : init_(std::string("mw/") + std::string(backend) + "/init", world),
         delay_(std::string("mw/") + std::string(backend) + "/delay", world) {
     for (int k = 0; k < kNumOpKinds; ++k) {
-      points_[k] = FailPoint(std::string("mw/") + std::string(backend) + "/" +
-                                 opKindName(static_cast<OpKind>(k)),
-                             world);
+      points_[k] = FailPoint(
+          std::string("mw/") + std::string(backend) + "/" + opKindName(static_cast<OpKind>(k)),
+          world);
     }
   }
   const FailPoint& operator[](OpKind k) const { return points_[static_cast<int>(k)]; }
@@ -74,8 +83,7 @@ struct OpRequest {
 
 // Called by a backend when it sees the world fail (from the thread running the operation). Breaks
 // the world (unless it broke already) and returns the status the world's operations fail with.
-using BackendErrorHandler =
-    std::function<Status(Cause cause, int peer, const std::string& detail)>;
+using BackendErrorHandler = std::function<Status(Cause cause, int peer, const std::string& detail)>;
 
 // Thread rules: submit/abort from any thread; shutdown from one thread, once. Operations run one at
 // a time in submission order, either on the backend's executor thread or inline in a thread that

@@ -54,8 +54,8 @@ class CallCheck {
     OpKind kind = OpKind::kBarrier;
     DType dtype = DType::kFloat32;
     uint64_t count = 0;
-    int peer = -1;  // dst (send), src (recv), root (rooted collectives), or -1
-    int tag = 0;    // send/recv only
+    int peer = -1;    // dst (send), src (recv), root (rooted collectives), or -1
+    int tag = 0;      // send/recv only
     int reduce = -1;  // reducing collectives only
     uint64_t number = 0;
   };
@@ -89,12 +89,12 @@ class CallCheck {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t next_id_ = 1;                  // GUARDED_BY(mu_)
-  std::map<uint64_t, Suspect> running_;   // GUARDED_BY(mu_)
-  std::vector<std::string> unpublish_;    // GUARDED_BY(mu_): keys of ended operations
-  bool due_ = false;                      // GUARDED_BY(mu_)
-  bool stopped_ = false;                  // GUARDED_BY(mu_)
-  std::jthread thread_;                   // started by the first tick with work
+  uint64_t next_id_ = 1;                 // GUARDED_BY(mu_)
+  std::map<uint64_t, Suspect> running_;  // GUARDED_BY(mu_)
+  std::vector<std::string> unpublish_;   // GUARDED_BY(mu_): keys of ended operations
+  bool due_ = false;                     // GUARDED_BY(mu_)
+  bool stopped_ = false;                 // GUARDED_BY(mu_)
+  std::jthread thread_;                  // started by the first tick with work
 };
 
 }  // namespace mw::detail

@@ -1,13 +1,12 @@
 #include "multiworld/communicator.h"
 
-#include "multiworld/cuda_stream.h"
-
 #include <algorithm>
 
 #include "core/backend.h"
-#include "core/telemetry.h"
 #include "core/manager_impl.h"
+#include "core/telemetry.h"
 #include "core/work_state.h"
+#include "multiworld/cuda_stream.h"
 
 namespace mw {
 

@@ -68,8 +68,9 @@ Status enable(const std::string& name, const Mode& mode) {
   if (name.empty()) return Status(Code::kInvalidArgument, "failpoint name is empty");
   if (mode.failnum == 0) {
     return Status(Code::kInvalidArgument,
-                  "failpoint '" + name + "': failnum 0 would mean 'no failure'; give an errno or "
-                  "an ncclResult_t");
+                  "failpoint '" + name +
+                      "': failnum 0 would mean 'no failure'; give an errno or "
+                      "an ncclResult_t");
   }
   if (!(mode.probability > 0.0 && mode.probability <= 1.0)) {
     return Status(Code::kInvalidArgument, "failpoint '" + name + "': probability " +
@@ -80,10 +81,9 @@ Status enable(const std::string& name, const Mode& mode) {
   detail::initFailPoints();
   void* info = reinterpret_cast<void*>(mode.failinfo);
   unsigned flags = mode.once ? FIU_ONETIME : 0;
-  int rc = mode.probability >= 1.0
-               ? fiu_enable(name.c_str(), mode.failnum, info, flags)
-               : fiu_enable_random(name.c_str(), mode.failnum, info, flags,
-                                   static_cast<float>(mode.probability));
+  int rc = mode.probability >= 1.0 ? fiu_enable(name.c_str(), mode.failnum, info, flags)
+                                   : fiu_enable_random(name.c_str(), mode.failnum, info, flags,
+                                                       static_cast<float>(mode.probability));
   if (rc != 0) return Status(Code::kIoError, "libfiu refused to enable failpoint '" + name + "'");
   return Status::Ok();
 #else

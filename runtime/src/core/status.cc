@@ -6,34 +6,56 @@ namespace mw {
 
 const char* codeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kInvalidUsage: return "invalid_usage";
-    case Code::kNotFound: return "not_found";
-    case Code::kTimeout: return "timeout";
-    case Code::kRemoteError: return "remote_error";
-    case Code::kWorldBroken: return "world_broken";
-    case Code::kAborted: return "aborted";
-    case Code::kBackendError: return "backend_error";
-    case Code::kIoError: return "io_error";
-    case Code::kPermissionDenied: return "permission_denied";
-    case Code::kUnavailable: return "unavailable";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kInvalidUsage:
+      return "invalid_usage";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kTimeout:
+      return "timeout";
+    case Code::kRemoteError:
+      return "remote_error";
+    case Code::kWorldBroken:
+      return "world_broken";
+    case Code::kAborted:
+      return "aborted";
+    case Code::kBackendError:
+      return "backend_error";
+    case Code::kIoError:
+      return "io_error";
+    case Code::kPermissionDenied:
+      return "permission_denied";
+    case Code::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
 
 const char* causeName(Cause cause) {
   switch (cause) {
-    case Cause::kNone: return "none";
-    case Cause::kPeerDied: return "peer_died";
-    case Cause::kPeerSilent: return "peer_silent";
-    case Cause::kOpTimeout: return "op_timeout";
-    case Cause::kBackendError: return "backend_error";
-    case Cause::kStoreLost: return "store_lost";
-    case Cause::kProtocolError: return "protocol_error";
-    case Cause::kInjected: return "injected";
-    case Cause::kRemoteBroken: return "remote_broken";
-    case Cause::kPeerLeft: return "peer_left";
+    case Cause::kNone:
+      return "none";
+    case Cause::kPeerDied:
+      return "peer_died";
+    case Cause::kPeerSilent:
+      return "peer_silent";
+    case Cause::kOpTimeout:
+      return "op_timeout";
+    case Cause::kBackendError:
+      return "backend_error";
+    case Cause::kStoreLost:
+      return "store_lost";
+    case Cause::kProtocolError:
+      return "protocol_error";
+    case Cause::kInjected:
+      return "injected";
+    case Cause::kRemoteBroken:
+      return "remote_broken";
+    case Cause::kPeerLeft:
+      return "peer_left";
   }
   return "unknown";
 }

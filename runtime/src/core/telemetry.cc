@@ -76,8 +76,8 @@ std::string optionsText(const WorldOptions& o) {
 
 std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
                     const TrafficCounters::Window& w) {
-  return "metrics " + n(t_ns) + " " + world + " " + std::to_string(generation) + " " +
-         n(w.bytes) + " " + n(w.ops) + " " + n(w.lat_sum_ns) + " " + n(w.lat_max_ns);
+  return "metrics " + n(t_ns) + " " + world + " " + std::to_string(generation) + " " + n(w.bytes) +
+         " " + n(w.ops) + " " + n(w.lat_sum_ns) + " " + n(w.lat_max_ns);
 }
 
 }  // namespace telemetry_lines
@@ -93,8 +93,8 @@ namespace {
 struct AppMetrics {
   std::atomic<int> channels{0};
   std::mutex mu;
-  std::map<std::string, double> sums;        // GUARDED_BY(mu): the current window
-  std::vector<const Telemetry*> alive;       // GUARDED_BY(mu): oldest first
+  std::map<std::string, double> sums;   // GUARDED_BY(mu): the current window
+  std::vector<const Telemetry*> alive;  // GUARDED_BY(mu): oldest first
 };
 
 AppMetrics& appMetrics() {
@@ -161,9 +161,9 @@ void Telemetry::openFailpointsIfAsked(int fd) {
       failpoints::seed(static_cast<uint32_t>(std::strtoul(seed, nullptr, 10))).ignore();
     }
     auto path = failpoints::openControl(prefix);
-    writeLine(fd, path.ok() ? telemetry_lines::fifo(*path)
-                            : telemetry_lines::error("failpoint control: " +
-                                                     path.status().toString()));
+    writeLine(fd, path.ok()
+                      ? telemetry_lines::fifo(*path)
+                      : telemetry_lines::error("failpoint control: " + path.status().toString()));
   });
 }
 

@@ -9,8 +9,8 @@
 //                      is unset or empty: when the first world is);
 //   event <t> ...      each world event of the manager (created, broken with its cause, removed);
 //                      a `created` event's detail names the options the world was joined with,
-//                      "backend=gloo device=cpu heartbeat_ms=500 op_timeout_ms=10000" (optionsText),
-//                      so the harness can check them against the scenario's;
+//                      "backend=gloo device=cpu heartbeat_ms=500 op_timeout_ms=10000"
+//                      (optionsText), so the harness can check them against the scenario's;
 //   metrics <t> ...    every 100 ms, one per world the manager has had: the bytes (of each
 //                      operation's largest tensor), operations, and latency sum and maximum (from
 //                      submission to completion) of the operations that completed successfully in
@@ -117,9 +117,9 @@ class Telemetry {
   const std::vector<std::string> ready_worlds_;
   const std::chrono::milliseconds window_;
   std::shared_ptr<Subscription> events_;
-  bool ready_ = false;   // telemetry thread only
+  bool ready_ = false;             // telemetry thread only
   std::set<std::string> created_;  // telemetry thread only: worlds whose `created` was written
-  bool broken_ = false;  // telemetry thread only: a write failed, nothing more is written
+  bool broken_ = false;            // telemetry thread only: a write failed, nothing more is written
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<TrafficCounters>> counters_;  // GUARDED_BY(mu_)
   std::jthread thread_;  // last: starts once the above exist

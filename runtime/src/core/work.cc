@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include "core/work_state.h"
-
 #include "core/telemetry.h"
+#include "core/work_state.h"
 
 namespace mw {
 namespace detail {
@@ -28,9 +27,9 @@ bool WorkState::complete(Status s) {
   }
   cv.notify_all();
   if (counted) {
-    counters->add(bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() -
-                                                                              submitted)
-                             .count());
+    counters->add(
+        bytes,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - submitted).count());
   }
   return true;
 }

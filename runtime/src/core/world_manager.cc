@@ -156,7 +156,7 @@ std::pair<uint64_t, bool> WorldManager::Impl::TelemetrySource::worldState(
 }
 
 std::string WorldManager::Impl::TelemetrySource::joinedWith(const std::string& name,
-                                                           uint64_t generation) const {
+                                                            uint64_t generation) const {
   auto w = manager.find(name);
   if (!w || w->generation() != generation) return "";
   return detail::telemetry_lines::optionsText(w->options());

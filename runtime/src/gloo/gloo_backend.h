@@ -21,7 +21,6 @@ struct GlooConfig {
 // "gloo/"). Blocks until every pair is connected or `deadline` passes (kTimeout). `on_error` is
 // called from the thread running an operation when it fails in a way that breaks the world.
 Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
-                                                   BackendErrorHandler on_error,
-                                                   Deadline deadline);
+                                                   BackendErrorHandler on_error, Deadline deadline);
 
 }  // namespace mw::detail

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <gloo/transport/tcp/address.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <gloo/transport/tcp/address.h>
 
 namespace mw::detail {
 

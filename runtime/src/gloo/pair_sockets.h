@@ -13,12 +13,11 @@
 // it in Pair::handleConnected), which no other open socket of the host shares.
 #pragma once
 
+#include <gloo/context.h>
 #include <sys/types.h>
 
 #include <string>
 #include <vector>
-
-#include <gloo/context.h>
 
 namespace mw::detail {
 

@@ -220,10 +220,10 @@ class NcclBackend final : public Backend {
   Status abortReason();
 
   const NcclConfig cfg_;
-  const NcclApi& api_ = ncclApi();  // loaded before any backend is built
-  ncclComm_t comm_;                 // executor thread only, until it has aborted it
-  cudaStream_t stream_;             // executor thread only, once built
-  int* scratch_;                    // one int on the device, for barrier (takeScratch)
+  const NcclApi& api_ = ncclApi();     // loaded before any backend is built
+  ncclComm_t comm_;                    // executor thread only, until it has aborted it
+  cudaStream_t stream_;                // executor thread only, once built
+  int* scratch_;                       // one int on the device, for barrier (takeScratch)
   std::atomic<bool> aborting_{false};  // abort_reason_ is set: read without mu_ while launching
   BackendErrorHandler on_error_;
   const OpFailPoints failpoints_;
@@ -262,8 +262,7 @@ void NcclBackend::giveEvent(cudaEvent_t e) {
 
 Status NcclBackend::orderAfterCaller(OpRequest& op) {
   int previous = -1;
-  const bool switched =
-      api_.cudaGetDevice(&previous) != cudaSuccess || previous != cfg_.device;
+  const bool switched = api_.cudaGetDevice(&previous) != cudaSuccess || previous != cfg_.device;
   cudaError_t e = switched ? api_.cudaSetDevice(cfg_.device) : cudaSuccess;
   // A stream being captured into a CUDA graph would pull the world's stream into the capture
   // (cudaStreamWaitEvent on an event recorded there): the world's work would be recorded, not
@@ -294,8 +293,9 @@ Status NcclBackend::orderAfterCaller(OpRequest& op) {
                              (op.stream == nullptr ? std::string("(the default stream)") : stream);
   if (e == cudaSuccess) {
     return Status(Code::kInvalidArgument,
-                  prefix + ": it is being captured into a CUDA graph, and an nccl world's "
-                           "operations cannot be captured (submit outside the capture)");
+                  prefix +
+                      ": it is being captured into a CUDA graph, and an nccl world's "
+                      "operations cannot be captured (submit outside the capture)");
   }
   return Status(Code::kInvalidArgument, prefix + ": " + call + ": " + cudaText(e) +
                                             " (the current stream must be a live stream of cuda:" +
@@ -601,12 +601,14 @@ void NcclBackend::drain(std::deque<InFlight>& inflight) {
     }
     if (f.done != nullptr && api_.cudaEventQuery(f.done) == cudaErrorNotReady) {
       gpu_done = false;
-      f.req.work->complete(Status(
-          Code::kBackendError,
-          "world '" + cfg_.world + "': " + opKindName(f.req.kind) + " was not finished by the GPU " +
-              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count()) +
-              " s after the world's abort (" + reason.message() +
-              "): its communicator and memory are left behind, never freed under it"));
+      f.req.work->complete(
+          Status(Code::kBackendError,
+                 "world '" + cfg_.world + "': " + opKindName(f.req.kind) +
+                     " was not finished by the GPU " +
+                     std::to_string(
+                         std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count()) +
+                     " s after the world's abort (" + reason.message() +
+                     "): its communicator and memory are left behind, never freed under it"));
       continue;
     }
     f.req.work->complete(reason);
@@ -704,11 +706,12 @@ Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
     std::string last =
         comm != nullptr ? ncclApi().ncclGetLastError(comm) : ncclApi().ncclGetLastError(nullptr);
     *unused = comm;
-    return Status(Code::kBackendError,
-                  where + ": ncclCommInitRankConfig: " + ncclText(r) +
-                      (last.empty() ? ""
-                                    : " (NCCL's last error, one buffer for the whole process: " +
-                                          last + ")"));
+    return Status(
+        Code::kBackendError,
+        where + ": ncclCommInitRankConfig: " + ncclText(r) +
+            (last.empty()
+                 ? ""
+                 : " (NCCL's last error, one buffer for the whole process: " + last + ")"));
   }
   cudaStream_t stream = nullptr;
   cudaError_t e = ncclApi().cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -748,11 +751,12 @@ Status checkCudaDevice(int index) {
     if (e == cudaErrorInsufficientDriver &&
         ncclApi().cudaDriverGetVersion(&driver) == cudaSuccess &&
         ncclApi().cudaRuntimeGetVersion(&runtime) == cudaSuccess && driver > 0) {
-      auto cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+      auto cuda = [](int v) {
+        return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+      };
       why = ": the NVIDIA driver is too old for the CUDA runtime " + ncclApi().cudart_file +
             " (CUDA " + cuda(runtime) + "): the driver supports CUDA " + cuda(driver) + " at most" +
-            (runtime >= 13000 ? "; CUDA 13 needs driver 580 or newer" : "") +
-            "";
+            (runtime >= 13000 ? "; CUDA 13 needs driver 580 or newer" : "") + "";
     }
     return Status(Code::kUnavailable,
                   dev + " cannot be used: cudaGetDeviceCount: " + cudaText(e) + why + seen);
@@ -776,32 +780,32 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
     std::mutex mu;
     std::condition_variable cv;
     std::optional<Result<std::shared_ptr<Backend>>> result;  // GUARDED_BY(mu)
-    bool ended = false;                                       // GUARDED_BY(mu)
+    bool ended = false;                                      // GUARDED_BY(mu)
   };
   auto handover = std::make_shared<Handover>();
   const int cancel_fd = store::currentCancelFd();
-  std::thread initializer([handover, config, &store, on_error = std::move(on_error), deadline,
-                           cancel_fd]() mutable {
-    nameThisThread("mw-nccl-init");
-    ncclComm_t unused = nullptr;
-    Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
-    {
-      store::CancelScope cancellable(cancel_fd);
-      r = init(config, store, std::move(on_error), deadline, &unused);
-    }
-    AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
-    {
-      std::lock_guard lock(handover->mu);
-      handover->result = std::move(r);
-    }
-    handover->cv.notify_all();
-    if (unused != nullptr) ncclApi().ncclCommAbort(unused);
-    {
-      std::lock_guard lock(handover->mu);
-      handover->ended = true;
-    }
-    handover->cv.notify_all();
-  });
+  std::thread initializer(
+      [handover, config, &store, on_error = std::move(on_error), deadline, cancel_fd]() mutable {
+        nameThisThread("mw-nccl-init");
+        ncclComm_t unused = nullptr;
+        Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
+        {
+          store::CancelScope cancellable(cancel_fd);
+          r = init(config, store, std::move(on_error), deadline, &unused);
+        }
+        AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
+        {
+          std::lock_guard lock(handover->mu);
+          handover->result = std::move(r);
+        }
+        handover->cv.notify_all();
+        if (unused != nullptr) ncclApi().ncclCommAbort(unused);
+        {
+          std::lock_guard lock(handover->mu);
+          handover->ended = true;
+        }
+        handover->cv.notify_all();
+      });
   std::unique_lock lock(handover->mu);
   handover->cv.wait(lock, [&] { return handover->result.has_value(); });
   const bool ended =

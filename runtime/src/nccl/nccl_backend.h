@@ -35,8 +35,7 @@ Status checkCudaDevice(int index);
 // until `deadline` (kTimeout, the communicator aborted). Does not change the calling thread's
 // current CUDA device. `on_error` is called from the backend's thread when the world fails.
 Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, StoreClient& store,
-                                                   BackendErrorHandler on_error,
-                                                   Deadline deadline);
+                                                   BackendErrorHandler on_error, Deadline deadline);
 
 // Waits until every communicator abort started in this process so far has returned, or
 // `deadline` passed; true when none is left (at once without the NCCL backend). An abort may wait
