@@ -15,8 +15,8 @@
 
 #include "core/thread_name.h"
 #include "nccl/nccl_loader.h"
+#include "nccl/nccl_ops.h"
 #include "nccl/nccl_resources.h"
-#include "store/socket.h"
 
 namespace mw::detail {
 
@@ -39,80 +39,10 @@ constexpr auto kLaunchLockLimit = 100ms;
 // After an abort, how long to wait for the stream's work to end before failing its operations and
 // leaving the world's memory behind.
 constexpr auto kDrainLimit = 10s;
-// How long a world's teardown waits for its communicator's abort before leaving it to finish on
-// its own thread: an abort that frees device memory waits for every kernel on the device, another
-// world's stuck kernel included.
-constexpr auto kAbortWait = 20ms;
 
 // The next sleep of a poll that made no progress.
 std::chrono::microseconds backOff(std::chrono::microseconds sleep) {
   return std::min<std::chrono::microseconds>(sleep * 2, kPollSleepMax);
-}
-
-std::string cudaText(cudaError_t e) {
-  return std::string(ncclApi().cudaGetErrorName(e)) + " (" + ncclApi().cudaGetErrorString(e) + ")";
-}
-
-const char* ncclName(ncclResult_t r) {
-  switch (r) {
-    case ncclSuccess:
-      return "ncclSuccess";
-    case ncclUnhandledCudaError:
-      return "ncclUnhandledCudaError";
-    case ncclSystemError:
-      return "ncclSystemError";
-    case ncclInternalError:
-      return "ncclInternalError";
-    case ncclInvalidArgument:
-      return "ncclInvalidArgument";
-    case ncclInvalidUsage:
-      return "ncclInvalidUsage";
-    case ncclRemoteError:
-      return "ncclRemoteError";
-    case ncclInProgress:
-      return "ncclInProgress";
-    default:
-      return "ncclResult";
-  }
-}
-
-std::string ncclText(ncclResult_t r) {
-  return std::string(ncclName(r)) + " " + std::to_string(static_cast<int>(r)) + " (" +
-         ncclApi().ncclGetErrorString(r) + ")";
-}
-
-ncclDataType_t ncclType(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return ncclFloat32;
-    case DType::kFloat64:
-      return ncclFloat64;
-    case DType::kInt32:
-      return ncclInt32;
-    case DType::kInt64:
-      return ncclInt64;
-    case DType::kFloat16:
-      return ncclFloat16;
-    case DType::kBFloat16:
-      return ncclBfloat16;
-    case DType::kUInt8:
-      return ncclUint8;
-  }
-  return ncclUint8;
-}
-
-ncclRedOp_t ncclOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-  }
-  return ncclSum;
 }
 
 // Launches on one GPU are serialized across worlds (indexes alias modulo 64).
@@ -194,8 +124,6 @@ class NcclBackend final : public Backend {
   void run();
   std::optional<Failure> launch(OpRequest& op, cudaEvent_t done);
   ncclResult_t enqueue(const OpRequest& op);
-  ncclResult_t rooted(const OpRequest& op);
-  ncclResult_t allToAll(const OpRequest& op);
   // Polls the communicator until the last call is no longer in progress, `until` passes (then
   // returns ncclInProgress) or the world is aborted (then sets *aborted, returns ncclInProgress).
   ncclResult_t settle(Clock::time_point until, bool* aborted);
@@ -461,91 +389,7 @@ ncclResult_t NcclBackend::settle(Clock::time_point until, bool* aborted) {
 }
 
 ncclResult_t NcclBackend::enqueue(const OpRequest& op) {
-  void* d = op.in.data;
-  const size_t n = op.in.count;
-  const ncclDataType_t dt = ncclType(op.in.dtype);
-  switch (op.kind) {
-    case OpKind::kSend:
-      return api_.ncclSend(d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kRecv:
-      return api_.ncclRecv(d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kBroadcast:
-      return api_.ncclBroadcast(d, d, n, dt, op.peer, comm_, stream_);
-    case OpKind::kAllReduce:
-      return api_.ncclAllReduce(d, d, n, dt, ncclOp(op.reduce), comm_, stream_);
-    case OpKind::kReduce:
-      return api_.ncclReduce(d, d, n, dt, ncclOp(op.reduce), op.peer, comm_, stream_);
-    case OpKind::kAllGather:
-      return api_.ncclAllGather(d, op.out.data, n, dt, comm_, stream_);
-    case OpKind::kReduceScatter:
-      return api_.ncclReduceScatter(d, op.out.data, op.out.count, dt, ncclOp(op.reduce), comm_,
-                                    stream_);
-    case OpKind::kGather:
-    case OpKind::kScatter:
-      return rooted(op);
-    case OpKind::kAllToAll:
-      return allToAll(op);
-    case OpKind::kBarrier:
-      return api_.ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_);
-  }
-  return ncclInvalidUsage;
-}
-
-// Runs `body` inside one NCCL group; the group is closed even when a call inside fails.
-template <typename Body>
-ncclResult_t grouped(Body&& body) {
-  if (ncclResult_t r = ncclApi().ncclGroupStart(); r != ncclSuccess) return r;
-  ncclResult_t inner = body();
-  ncclResult_t end = ncclApi().ncclGroupEnd();
-  return inner != ncclSuccess ? inner : end;
-}
-
-// gather and scatter as point-to-point messages in one group (the root's own block included,
-// which NCCL allows within a group); every NCCL version with non-blocking communicators has them.
-ncclResult_t NcclBackend::rooted(const OpRequest& op) {
-  const bool gather = op.kind == OpKind::kGather;
-  const Tensor& block = gather ? op.in : op.out;
-  const size_t bytes = block.bytes();
-  const ncclDataType_t dt = ncclType(block.dtype);
-  const int root = op.peer;
-  return grouped([&]() -> ncclResult_t {
-    if (gather) {
-      ncclResult_t r = api_.ncclSend(op.in.data, op.in.count, dt, root, comm_, stream_);
-      if (r != ncclSuccess || cfg_.rank != root) return r;
-      for (int i = 0; i < cfg_.size && r == ncclSuccess; ++i) {
-        r = api_.ncclRecv(static_cast<char*>(op.out.data) + bytes * i, block.count, dt, i, comm_,
-                          stream_);
-      }
-      return r;
-    }
-    ncclResult_t r = ncclSuccess;
-    if (cfg_.rank == root) {
-      for (int i = 0; i < cfg_.size && r == ncclSuccess; ++i) {
-        r = api_.ncclSend(static_cast<const char*>(op.in.data) + bytes * i, block.count, dt, i,
-                          comm_, stream_);
-      }
-    }
-    return r != ncclSuccess ? r
-                            : api_.ncclRecv(op.out.data, op.out.count, dt, root, comm_, stream_);
-  });
-}
-
-ncclResult_t NcclBackend::allToAll(const OpRequest& op) {
-  const size_t count = op.in.count / static_cast<size_t>(cfg_.size);
-  const size_t bytes = count * dtypeSize(op.in.dtype);
-  const ncclDataType_t dt = ncclType(op.in.dtype);
-  return grouped([&]() -> ncclResult_t {
-    ncclResult_t r = ncclSuccess;
-    for (int j = 0; j < cfg_.size && r == ncclSuccess; ++j) {
-      r = api_.ncclSend(static_cast<const char*>(op.in.data) + bytes * j, count, dt, j, comm_,
-                        stream_);
-      if (r == ncclSuccess) {
-        r = api_.ncclRecv(static_cast<char*>(op.out.data) + bytes * j, count, dt, j, comm_,
-                          stream_);
-      }
-    }
-    return r;
-  });
+  return enqueueOp(op, NcclTarget{comm_, stream_, scratch_, cfg_.rank, cfg_.size});
 }
 
 std::optional<Failure> NcclBackend::asyncFailure() {
@@ -634,190 +478,13 @@ void NcclBackend::releaseCudaObjects(bool gpu_done) {
   scratch_ = nullptr;
 }
 
-// Makes the world's communicator, stream and barrier memory. A communicator made and then not used
-// (init failed, timed out or was cancelled) is left in `*unused`, for the caller to abort on this
-// same thread: NCCL 2.22-2.25's abort of an unfinished init uses this thread's job record.
-Result<std::shared_ptr<Backend>> init(const NcclConfig& cfg, StoreClient& store,
-                                      BackendErrorHandler on_error, Deadline deadline,
-                                      ncclComm_t* unused) {
-  const std::string where = "world '" + cfg.world + "' (nccl, rank " + std::to_string(cfg.rank) +
-                            " of " + std::to_string(cfg.size) +
-                            ", cuda:" + std::to_string(cfg.device) + ")";
-  OpFailPoints failpoints("nccl", cfg.world);
-  if (cudaError_t e = ncclApi().cudaSetDevice(cfg.device); e != cudaSuccess) {
-    return Status(Code::kUnavailable, where + ": cudaSetDevice: " + cudaText(e));
-  }
-  if (auto injected = failpoints.init().check()) {
-    return Status(Code::kBackendError, where + ": ncclCommInitRankConfig: " +
-                                           ncclText(static_cast<ncclResult_t>(injected->failnum)) +
-                                           injected->suffix());
-  }
-  ncclUniqueId id{};
-  const std::string key = "nccl/id";
-  if (cfg.rank == 0) {
-    if (ncclResult_t r = ncclApi().ncclGetUniqueId(&id); r != ncclSuccess) {
-      return Status(Code::kBackendError, where + ": ncclGetUniqueId: " + ncclText(r));
-    }
-    Status s = store.set(key, std::string(id.internal, sizeof(id.internal)), deadline);
-    if (!s.ok()) return Status(s.code(), where + ": publishing the NCCL id: " + s.message());
-  } else {
-    auto v = store.get(key, deadline);  // ends at once when the join is cancelled
-    if (!v.ok()) {
-      return Status(v.status().code(), where + ": reading the NCCL id: " + v.status().message());
-    }
-    if (v->size() != sizeof(id.internal)) {
-      return Status(Code::kRemoteError, where + ": the NCCL id in the store has " +
-                                            std::to_string(v->size()) + " bytes, not " +
-                                            std::to_string(sizeof(id.internal)));
-    }
-    std::memcpy(id.internal, v->data(), sizeof(id.internal));
-  }
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;    // every call returns at once; completion is polled against deadlines
-  config.splitShare = 0;  // nothing shared with any other world's communicator
-  config.commName = cfg.world.c_str();  // NCCL's logs and profilers name the world
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclApi().ncclCommInitRankConfig(&comm, cfg.size, id, cfg.rank, &config);
-  while (r == ncclInProgress && comm != nullptr) {
-    if (Clock::now() >= deadline) {
-      *unused = comm;
-      return Status(Code::kTimeout,
-                    where + ": the members did not all initialize NCCL before the deadline");
-    }
-    // Sleeps 1 ms, or ends at once when the join is cancelled (World::cancelJoin).
-    if (Status s = store::pause(1ms, deadline); s.code() == Code::kAborted) {
-      *unused = comm;
-      return Status(Code::kAborted, "cancelled");
-    }
-    if (ncclApi().ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
-  }
-  // NCCL 2.22-2.25 keep, in a non-blocking communicator, a pointer into this thread's storage
-  // until ncclCommEnsureReady clears it, which the first operation would do from the executor,
-  // after this thread has exited (a use after free). ncclCommCount calls it here.
-  int count = 0;
-  if (r == ncclSuccess) r = ncclApi().ncclCommCount(comm, &count);
-  if (r == ncclSuccess && count != cfg.size) {
-    *unused = comm;
-    return Status(Code::kBackendError, where + ": NCCL made a communicator of " +
-                                           std::to_string(count) + " ranks, not " +
-                                           std::to_string(cfg.size));
-  }
-  if (r != ncclSuccess) {
-    std::string last =
-        comm != nullptr ? ncclApi().ncclGetLastError(comm) : ncclApi().ncclGetLastError(nullptr);
-    *unused = comm;
-    return Status(
-        Code::kBackendError,
-        where + ": ncclCommInitRankConfig: " + ncclText(r) +
-            (last.empty()
-                 ? ""
-                 : " (NCCL's last error, one buffer for the whole process: " + last + ")"));
-  }
-  cudaStream_t stream = nullptr;
-  cudaError_t e = ncclApi().cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (e != cudaSuccess) {
-    ncclApi().cudaGetLastError();
-    *unused = comm;
-    return Status(Code::kBackendError, where + ": creating its CUDA stream: " + cudaText(e));
-  }
-  Result<int*> scratch = takeScratch(cfg.device);
-  if (!scratch.ok()) {
-    ncclApi().cudaStreamDestroy(stream);
-    *unused = comm;
-    return Status(scratch.status().code(), where + ": " + scratch.status().message());
-  }
-  return std::shared_ptr<Backend>(std::make_shared<NcclBackend>(
-      cfg, comm, stream, *scratch, std::move(on_error), std::move(failpoints)));
-}
-
 }  // namespace
 
-Status checkCudaDevice(int index) {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string seen =
-      visible != nullptr ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : "";
-  const std::string dev = "cuda:" + std::to_string(index);
-  if (auto api = loadNcclApi(); !api.ok()) {
-    return Status(Code::kUnavailable, dev + " cannot be used: " + api.status().message());
-  }
-  int count = 0;
-  cudaError_t e = ncclApi().cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    ncclApi().cudaGetLastError();  // clear it for the program's own CUDA calls
-    std::string why = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
-                          ? ": this machine has no usable NVIDIA driver or GPU"
-                          : "";
-    int driver = 0, runtime = 0;
-    if (e == cudaErrorInsufficientDriver &&
-        ncclApi().cudaDriverGetVersion(&driver) == cudaSuccess &&
-        ncclApi().cudaRuntimeGetVersion(&runtime) == cudaSuccess && driver > 0) {
-      auto cuda = [](int v) {
-        return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-      };
-      why = ": the NVIDIA driver is too old for the CUDA runtime " + ncclApi().cudart_file +
-            " (CUDA " + cuda(runtime) + "): the driver supports CUDA " + cuda(driver) + " at most" +
-            (runtime >= 13000 ? "; CUDA 13 needs driver 580 or newer" : "") + "";
-    }
-    return Status(Code::kUnavailable,
-                  dev + " cannot be used: cudaGetDeviceCount: " + cudaText(e) + why + seen);
-  }
-  if (index < 0 || index >= count) {
-    return Status(Code::kUnavailable, dev + " does not exist: this process sees " +
-                                          std::to_string(count) + " GPU(s)" + seen);
-  }
-  return Status::Ok();
-}
-
-Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, StoreClient& store,
-                                                   BackendErrorHandler on_error,
-                                                   Deadline deadline) {
-  MW_RETURN_IF_ERROR(checkCudaDevice(config.device));
-  // In a thread of its own: NCCL's init leaves per-thread state behind, and the caller's current
-  // device stays as it was. The thread waits for the store in the caller's CancelScope, so that
-  // cancelJoin() ends it. It hands its result over first; a communicator it made and did not use
-  // is then aborted on it, and the caller waits for that only briefly (see init).
-  struct Handover {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Result<std::shared_ptr<Backend>>> result;  // GUARDED_BY(mu)
-    bool ended = false;                                      // GUARDED_BY(mu)
-  };
-  auto handover = std::make_shared<Handover>();
-  const int cancel_fd = store::currentCancelFd();
-  std::thread initializer(
-      [handover, config, &store, on_error = std::move(on_error), deadline, cancel_fd]() mutable {
-        nameThisThread("mw-nccl-init");
-        ncclComm_t unused = nullptr;
-        Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
-        {
-          store::CancelScope cancellable(cancel_fd);
-          r = init(config, store, std::move(on_error), deadline, &unused);
-        }
-        AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
-        {
-          std::lock_guard lock(handover->mu);
-          handover->result = std::move(r);
-        }
-        handover->cv.notify_all();
-        if (unused != nullptr) ncclApi().ncclCommAbort(unused);
-        {
-          std::lock_guard lock(handover->mu);
-          handover->ended = true;
-        }
-        handover->cv.notify_all();
-      });
-  std::unique_lock lock(handover->mu);
-  handover->cv.wait(lock, [&] { return handover->result.has_value(); });
-  const bool ended =
-      handover->cv.wait_until(lock, deadlineIn(kAbortWait), [&] { return handover->ended; });
-  Result<std::shared_ptr<Backend>> result = std::move(*handover->result);
-  lock.unlock();
-  if (ended) {
-    initializer.join();
-  } else {
-    initializer.detach();  // its abort waits for the GPU: it ends on its own
-  }
-  return result;
+std::shared_ptr<Backend> makeNcclBackend(NcclConfig cfg, ncclComm_t comm, cudaStream_t stream,
+                                         int* scratch, BackendErrorHandler on_error,
+                                         OpFailPoints failpoints) {
+  return std::make_shared<NcclBackend>(std::move(cfg), comm, stream, scratch, std::move(on_error),
+                                       std::move(failpoints));
 }
 
 }  // namespace mw::detail

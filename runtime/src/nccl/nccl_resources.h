@@ -15,6 +15,11 @@
 
 namespace mw::detail {
 
+// How long a world's teardown (or a failed init) waits for its communicator's abort before leaving
+// it to finish on its own thread: an abort that frees device memory waits for every kernel on the
+// device, another world's stuck kernel included.
+inline constexpr auto kAbortWait = std::chrono::milliseconds(20);
+
 // One abort in progress. Thread-safe.
 class AbortTicket {
  public:
