@@ -138,21 +138,18 @@ struct Stream {
     std::thread([s] { s->run(); }).detach();
     return s.get();
   }
+  // Notifies under the lock: once it is released, the thread may end and free the stream.
   void destroy() {
-    {
-      std::lock_guard lock(mu);
-      stopping = true;
-    }
+    std::lock_guard lock(mu);
+    stopping = true;
     cv.notify_all();
   }
   // Queues `task`; on a capturing stream it is recorded in the capture instead (never run): then
   // false.
   bool push(std::function<void()> task) {
-    {
-      std::lock_guard lock(mu);
-      if (capturing || ended) return false;
-      queue.push_back(std::move(task));
-    }
+    std::lock_guard lock(mu);
+    if (capturing || ended) return false;
+    queue.push_back(std::move(task));
     cv.notify_all();
     return true;
   }
@@ -162,17 +159,15 @@ struct Stream {
   }
   std::shared_ptr<Mark> mark() {
     auto m = std::make_shared<Mark>();
-    {
-      std::lock_guard lock(mu);
-      if (ended) {
-        m->done = true;  // nothing is left to run on it
-      } else if (!capturing) {
-        queue.push_back([m] { m->set(); });
-      } else {
-        m.reset();  // a point inside a capture: nothing will ever run it
-      }
+    std::lock_guard lock(mu);
+    if (ended) {
+      m->done = true;  // nothing is left to run on it
+    } else if (!capturing) {
+      queue.push_back([m] { m->set(); });
+      cv.notify_all();
+    } else {
+      m.reset();  // a point inside a capture: nothing will ever run it
     }
-    cv.notify_all();
     return m;
   }
   void run() {
