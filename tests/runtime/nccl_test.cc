@@ -407,6 +407,16 @@ struct Gate {
   }
 };
 
+// Submits an all_reduce of `t` on `world` ordered after a host function on `mine` that holds the
+// stream until `gate` opens: on the GPU the operation waits, and every device-wide synchronizing
+// call (cudaFree, cudaMalloc, an abort that frees) waits for it.
+mw::Work heldBehind(Gate& gate, cudaStream_t mine, mw::Communicator& c, const std::string& world,
+                    const mw::Tensor& t) {
+  REQUIRE(cudaLaunchHostFunc(mine, Gate::hold, &gate) == cudaSuccess);
+  mw::CudaStreamScope scope(mine);
+  return c.allReduce(world, t);
+}
+
 // The aborts this process started have all returned (they run on threads of their own).
 void settleAborts() { REQUIRE(mw::detail::waitForNcclAborts(mw::deadlineIn(scaled(10000)))); }
 
@@ -430,15 +440,9 @@ TEST_CASE("removing a healthy nccl world while another world's kernel is stuck t
   REQUIRE(c.allReduce("healthy", a.tensor()).wait(mw::deadlineIn(30s)).ok());
   cudaStream_t mine = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
-  // "held"'s all_reduce waits on the GPU behind a host function that does not end: every
-  // device-wide synchronizing call (cudaFree, cudaMalloc, an abort that frees) waits for it.
+  // "held"'s all_reduce waits on the GPU behind a host function that does not end.
   Gate gate;
-  REQUIRE(cudaLaunchHostFunc(mine, Gate::hold, &gate) == cudaSuccess);
-  mw::Work held;
-  {
-    mw::CudaStreamScope scope(mine);
-    held = c.allReduce("held", b.tensor());
-  }
+  mw::Work held = heldBehind(gate, mine, c, "held", b.tensor());
   std::this_thread::sleep_for(100ms);  // launched
   CHECK_FALSE(held.test());
   auto t0 = mw::Clock::now();
@@ -661,12 +665,7 @@ TEST_CASE(
   cudaStream_t mine = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
   Gate gate;
-  REQUIRE(cudaLaunchHostFunc(mine, Gate::hold, &gate) == cudaSuccess);
-  mw::Work w;
-  {
-    mw::CudaStreamScope scope(mine);
-    w = c.allReduce("abandoned", a.tensor());
-  }
+  mw::Work w = heldBehind(gate, mine, c, "abandoned", a.tensor());
   std::this_thread::sleep_for(100ms);
   mw::Status removed;
   std::thread remover([&] { removed = m.removeWorld("abandoned"); });

@@ -19,6 +19,18 @@ struct AbortCount {
   std::mutex mu;
   std::condition_variable cv;
   int running = 0;  // GUARDED_BY(mu)
+
+  void add() {
+    std::lock_guard lock(mu);
+    ++running;
+  }
+  void done() {
+    {
+      std::lock_guard lock(mu);
+      --running;
+    }
+    cv.notify_all();
+  }
 };
 AbortCount& abortCount() {
   static auto* c = new AbortCount;
@@ -29,12 +41,7 @@ void runAbort(const std::shared_ptr<AbortTicket>& ticket, ncclComm_t comm, int d
   ncclApi().cudaSetDevice(device);
   ncclApi().ncclCommAbort(comm);  // its result changes nothing: the communicator is gone
   ticket->finish();
-  AbortCount& c = abortCount();
-  {
-    std::lock_guard lock(c.mu);
-    --c.running;
-  }
-  c.cv.notify_all();
+  abortCount().done();
 }
 
 constexpr size_t kScratchChunk = 256;  // slots per cudaMalloc
@@ -51,19 +58,11 @@ ScratchPool& scratchPool() {
 }  // namespace
 
 AbortCounted::AbortCounted(bool counts) : counts_(counts) {
-  if (!counts_) return;
-  std::lock_guard lock(abortCount().mu);
-  ++abortCount().running;
+  if (counts_) abortCount().add();
 }
 
 AbortCounted::~AbortCounted() {
-  if (!counts_) return;
-  AbortCount& c = abortCount();
-  {
-    std::lock_guard lock(c.mu);
-    --c.running;
-  }
-  c.cv.notify_all();
+  if (counts_) abortCount().done();
 }
 
 bool AbortTicket::waitUntil(Clock::time_point until) {
@@ -81,10 +80,7 @@ void AbortTicket::finish() {
 
 std::shared_ptr<AbortTicket> startAbort(ncclComm_t comm, int device) {
   auto ticket = std::make_shared<AbortTicket>();
-  {
-    std::lock_guard lock(abortCount().mu);
-    ++abortCount().running;
-  }
+  abortCount().add();
   try {
     std::thread([ticket, comm, device] {
       nameThisThread("mw-nccl-abort");
