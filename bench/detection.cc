@@ -235,7 +235,7 @@ Outcome judge(const std::vector<Fault>& faults, const Config& c, bool clean) {
   o.stop = summarize(sd);
   o.ratio = summarize(pick(faults, any, &Fault::ratio));
   // A suspicion of silence is confirmed for min(timeout/5, 100 ms) before a world breaks
-  // (runtime/src/core/lateness.h); 100 ms of slack beyond that.
+  // (runtime/src/base/lateness.h); 100 ms of slack beyond that.
   o.stop_limit_ms = static_cast<double>(c.stop_hb.count()) +
                     std::min(static_cast<double>(c.stop_hb.count()) / 5.0, 100.0) + 100.0;
   o.kill_ok = kd.empty() || o.kill.p99 <= 50.0;

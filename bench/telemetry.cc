@@ -1,4 +1,4 @@
-// mw_bench telemetry: what the telemetry channel (core/telemetry.h; docs/design.md "The telemetry
+// mw_bench telemetry: what the telemetry channel (worlds/telemetry.h; docs/design.md "The telemetry
 // channel") costs a program, absent and present.
 //
 // One process, two managers made the same way, one with MW_TELEMETRY_FD set (a pipe that a

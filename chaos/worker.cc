@@ -1,6 +1,6 @@
 // mw_worker: the chaos harness's worker process. One per role: it joins the role's worlds, drives
 // their traffic, and reports to the harness on stdout, one line each, in the protocol of
-// chaos/worker_lines.h (ready, event, metrics, cpu, joinfail, fifo, error).
+// multiworld/telemetry_lines.h (ready, event, metrics, cpu, joinfail, fifo, error).
 // Commands on stdin, one per line: "stop" (also SIGTERM, SIGINT or end of input), "remove <world>",
 // "add <world>" (joins a world of its configuration that is not joined).
 //
@@ -21,8 +21,8 @@
 #include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
 #include "chaos/worker_config.h"
-#include "chaos/worker_lines.h"
 #include "multiworld/multiworld.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace {
 
@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 std::mutex out_mu;
 std::atomic<bool> stopping{false};
 
-namespace lines = mw::chaos::lines;
+namespace lines = mw::telemetry_lines;
 
 void say(const lines::Line& l) {
   const std::string line = lines::format(l);

@@ -24,10 +24,10 @@
 #include "chaos/ports.h"
 #include "chaos/posix_faults.h"
 #include "chaos/process.h"
-#include "chaos/worker_lines.h"
 #include "harness/orchestrator_run.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace mw::harness::orch {
 

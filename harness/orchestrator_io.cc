@@ -24,10 +24,10 @@
 #include "chaos/ports.h"
 #include "chaos/posix_faults.h"
 #include "chaos/process.h"
-#include "chaos/worker_lines.h"
 #include "harness/orchestrator_run.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace mw::harness::orch {
 
@@ -74,7 +74,7 @@ void Run::noteGone(Worker& w) {
 
 void Run::handleLine(Worker& w, const std::string& line) {
   if (o_.verbosity >= 2) std::fprintf(stderr, "[%s] %s\n", w.role.c_str(), line.c_str());
-  auto parsed = chaos::lines::parse(line);
+  auto parsed = telemetry_lines::parse(line);
   if (!parsed.ok()) {
     res_.record.harness_errors.push_back("role '" + w.role + "' wrote a line that is not " +
                                          "the worker protocol (" + parsed.status().message() +
@@ -84,7 +84,7 @@ void Run::handleLine(Worker& w, const std::string& line) {
   std::visit([&](auto& l) { take(w, l); }, *parsed);
 }
 
-void Run::take(Worker& w, const chaos::lines::Metrics& l) {
+void Run::take(Worker& w, const telemetry_lines::Metrics& l) {
   WindowRec r;
   r.t = rel(l.t_ns);
   r.generation = l.generation;
@@ -96,19 +96,19 @@ void Run::take(Worker& w, const chaos::lines::Metrics& l) {
   last_bytes_[l.world + "/" + w.role] = r.bytes;
 }
 
-void Run::take(Worker& w, const chaos::lines::App& l) {
+void Run::take(Worker& w, const telemetry_lines::App& l) {
   WindowRec r;
   r.t = rel(l.t_ns);
   r.bytes = l.value;
   res_.record.windows[appSeries(l.name)][w.role].push_back(r);
 }
 
-void Run::take(Worker& w, const chaos::lines::Cpu& l) {
+void Run::take(Worker& w, const telemetry_lines::Cpu& l) {
   res_.record.cpu[w.role].push_back(
       {rel(l.t_ns), static_cast<double>(l.cpu_ns) / 1e9, static_cast<double>(l.wait_ns) / 1e9});
 }
 
-void Run::take(Worker& w, const chaos::lines::Event& l) {
+void Run::take(Worker& w, const telemetry_lines::Event& l) {
   EventRec e;
   e.t = rel(l.t_ns);
   e.role = w.role;
@@ -123,7 +123,7 @@ void Run::take(Worker& w, const chaos::lines::Event& l) {
   if (w.program && e.kind == EventKind::kCreated) checkJoinedWith(w, l);
 }
 
-void Run::checkJoinedWith(const Worker& w, const chaos::lines::Event& l) {
+void Run::checkJoinedWith(const Worker& w, const telemetry_lines::Event& l) {
   auto ws = s_.worlds.find(l.world);
   if (ws == s_.worlds.end()) return;
   const auto differ = optionMismatches(ws->second, deviceIn(w.role, ws->second), l.detail);
@@ -138,7 +138,7 @@ void Run::checkJoinedWith(const Worker& w, const chaos::lines::Event& l) {
            ".heartbeat_ms} (docs/scenarios.md, \"Program roles\")");
 }
 
-void Run::take(Worker& w, const chaos::lines::JoinFail& l) {
+void Run::take(Worker& w, const telemetry_lines::JoinFail& l) {
   EventRec e;
   e.t = rel(l.t_ns);
   e.role = w.role;
@@ -148,7 +148,7 @@ void Run::take(Worker& w, const chaos::lines::JoinFail& l) {
   res_.record.events.push_back(e);
 }
 
-void Run::take(Worker& w, const chaos::lines::Fifo& l) {
+void Run::take(Worker& w, const telemetry_lines::Fifo& l) {
   if (l.path.empty()) {
     w.fifo_unavailable = true;
     return;
@@ -162,7 +162,7 @@ void Run::take(Worker& w, const chaos::lines::Fifo& l) {
   removeFifoDir(w);
 }
 
-void Run::take(Worker& w, const chaos::lines::Error& l) {
+void Run::take(Worker& w, const telemetry_lines::Error& l) {
   if (l.message.rfind("unavailable", 0) == 0 && !w.ready) {
     fail(RunOutcome::kUnavailable, "role '" + w.role + "': " + l.message);
   } else {
@@ -237,7 +237,7 @@ void Run::sampleMachine() {
     if (!w.cpu || !w.proc || w.proc->reaped()) continue;
     const chaos::CpuMeter::Delta d = w.cpu->sample();
     if (!d.available) continue;
-    take(w, chaos::lines::Cpu{now, d.cpu_ns, d.wait_ns});
+    take(w, telemetry_lines::Cpu{now, d.cpu_ns, d.wait_ns});
   }
   const double busy = chaos::machineBusySeconds();
   if (busy < 0) return;

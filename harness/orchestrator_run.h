@@ -20,9 +20,9 @@
 #include "chaos/netsim.h"
 #include "chaos/process.h"
 #include "chaos/worker_config.h"
-#include "chaos/worker_lines.h"
 #include "harness/orchestrator.h"
 #include "multiworld/status.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace mw::harness::orch {
 
@@ -118,20 +118,20 @@ class Run {
   // A line the worker wrote that cannot be read is an error in the report, never a crash.
   void handleLine(Worker& w, const std::string& line);
 
-  void take(Worker& w, const chaos::lines::Metrics& l);
-  void take(Worker& w, const chaos::lines::Cpu& l);
-  void take(Worker& w, const chaos::lines::Event& l);
+  void take(Worker& w, const telemetry_lines::Metrics& l);
+  void take(Worker& w, const telemetry_lines::Cpu& l);
+  void take(Worker& w, const telemetry_lines::Event& l);
   // A program role's `created` event names the options it joined with: any that differ from the
   // scenario's world end the run as the harness's error, naming the role, world, option and both
   // values.
-  void checkJoinedWith(const Worker& w, const chaos::lines::Event& l);
+  void checkJoinedWith(const Worker& w, const telemetry_lines::Event& l);
   // A join that failed (the worker tries again): an event of its own, with the error.
-  void take(Worker& w, const chaos::lines::JoinFail& l);
-  void take(Worker& w, const chaos::lines::Ready&) { w.ready = true; }
-  void take(Worker& w, const chaos::lines::Fifo& l);
-  void take(Worker& w, const chaos::lines::Error& l);
+  void take(Worker& w, const telemetry_lines::JoinFail& l);
+  void take(Worker& w, const telemetry_lines::Ready&) { w.ready = true; }
+  void take(Worker& w, const telemetry_lines::Fifo& l);
+  void take(Worker& w, const telemetry_lines::Error& l);
   // A program's own metric: a series of its own in the record (appSeries(name), this role).
-  void take(Worker& w, const chaos::lines::App& l);
+  void take(Worker& w, const telemetry_lines::App& l);
 
   // Polls every worker's pipes for up to `ms`.
   void pump(int ms);

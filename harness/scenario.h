@@ -56,8 +56,8 @@ inline constexpr std::string_view kHarnessVariables[] = {
     "MW_FAILPOINT_FIFO", "MW_FAILPOINT_SEED",   "MW_CHAOS_WORLD_OPTIONS"};
 
 // The options every member of world `w` joins with, as the runtime's `created` telemetry event
-// names them (runtime/src/core/telemetry.h, optionsText): "backend=gloo device=cpu heartbeat_ms=500
-// op_timeout_ms=10000", with `device` the role's device in that world.
+// names them (runtime/src/worlds/telemetry.h, optionsText): "backend=gloo device=cpu
+// heartbeat_ms=500 op_timeout_ms=10000", with `device` the role's device in that world.
 std::string worldOptionsText(const WorldSpec& w, const std::string& device);
 
 // The options of a `created` event's detail that differ from what the scenario declares for world

@@ -12,8 +12,8 @@
 #include "chaos/enum_names.h"
 #include "chaos/overload.h"
 #include "chaos/posix_points.h"
-#include "chaos/worker_lines.h"
 #include "harness/scenario.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace mw::harness {
 
@@ -300,7 +300,7 @@ std::string worldOptionsText(const WorldSpec& w, const std::string& device) {
   if (auto d = parseDevice(device); d.ok()) o.device = *d;
   o.heartbeat_timeout = w.heartbeat;
   o.op_timeout = w.op_timeout;
-  return chaos::lines::optionsText(o);
+  return telemetry_lines::optionsText(o);
 }
 
 std::vector<std::string> optionMismatches(const WorldSpec& w, const std::string& device,

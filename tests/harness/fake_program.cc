@@ -2,8 +2,8 @@
 // (tests/harness/program_test.sh). It does what the runtime's telemetry channel does in a real
 // program, without joining any world: on the pipe named by MW_TELEMETRY_FD it writes `ready <t>`
 // and then, every 100 ms, a `metrics` line for each world of MW_TELEMETRY_WORLDS
-// (chaos/worker_lines.h), until SIGTERM ends it (exit 0). On its stdout it prints its arguments and
-// the harness's variables, for the test to check (the token only by its length).
+// (multiworld/telemetry_lines.h), until SIGTERM ends it (exit 0). On its stdout it prints its
+// arguments and the harness's variables, for the test to check (the token only by its length).
 //
 // Options:
 //   --exit-before-ready N   print a line to stderr and exit N before writing `ready`
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "chaos/worker_lines.h"
 #include "multiworld/status.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace {
 
@@ -44,8 +44,8 @@ const char* var(const char* name) {
 }
 
 // Writes one protocol line to `fd`; false when the pipe is gone.
-bool emit(int fd, const mw::chaos::lines::Line& l) {
-  const std::string s = mw::chaos::lines::format(l) + "\n";
+bool emit(int fd, const mw::telemetry_lines::Line& l) {
+  const std::string s = mw::telemetry_lines::format(l) + "\n";
   return ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
 }
 
@@ -95,19 +95,19 @@ int main(int argc, char** argv) {
     for (;;) ::pause();
   }
   if (no_failpoints && *var("MW_FAILPOINT_FIFO") != '\0') {
-    if (!emit(fd, mw::chaos::lines::Fifo{})) return 2;
+    if (!emit(fd, mw::telemetry_lines::Fifo{})) return 2;
   }
   if (never_ready) {
     while (g_stop == 0) ::pause();
     return 0;
   }
-  if (!emit(fd, mw::chaos::lines::Ready{nowNs()})) return 2;
+  if (!emit(fd, mw::telemetry_lines::Ready{nowNs()})) return 2;
   int64_t bytes = 0;
   while (g_stop == 0) {
     ::usleep(100000);
     bytes += 1 << 20;
     for (const auto& w : worlds) {
-      mw::chaos::lines::Metrics m;
+      mw::telemetry_lines::Metrics m;
       m.t_ns = nowNs();
       m.world = w;
       m.bytes = 1 << 20;

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/reduce.h"
+#include "gloo/reduce.h"
 #include "multiworld/multiworld.h"
 #include "support/checks.h"
 #include "support/local_worlds.h"

@@ -1,7 +1,7 @@
 // DeferredWake: the executor's wake-up (now, at a time, cancelled). Upper time bounds here are
 // generous (they only keep a broken wake-up from hanging the test); the lower ones are the
 // contract: a wake-up set for a time never comes before it.
-#include "core/deferred_wake.h"
+#include "base/deferred_wake.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>

@@ -355,7 +355,7 @@ TEST_CASE("a local break at the store host reaches every other member through th
   }
 }
 
-// A program the harness starts (core/telemetry.h) gets MW_FAILPOINT_FIFO: its first manager opens
+// A program the harness starts (worlds/telemetry.h) gets MW_FAILPOINT_FIFO: its first manager opens
 // libfiu's control fifo there and names it on the telemetry channel, first; the harness's commands
 // then break the world they name. libfiu's control opens once per process: a child runs it.
 TEST_CASE("a program asked for failpoints through its environment opens the fifo and names it",

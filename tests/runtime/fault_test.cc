@@ -226,7 +226,7 @@ TEST_CASE("a pending all_reduce fails at once when its world breaks", "[runtime]
 TEST_CASE("a process stopped as a whole blames no peer when it resumes", "[runtime][starvation]") {
   // Every member of the world and its store live in this process, which is stopped for 1 s,
   // three heartbeat timeouts: nobody was silent but the judges themselves, who measure their own
-  // lateness and discount it (core/lateness.h). Before they did, the world broke on resume with
+  // lateness and discount it (base/lateness.h). Before they did, the world broke on resume with
   // "rank N silent for ~1000 ms".
   LocalWorld w("whole_stop", 3, 300ms);
   REQUIRE(w.status().ok());

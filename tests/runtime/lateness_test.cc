@@ -1,6 +1,6 @@
-// LatenessMeter (core/lateness.h): the judge's own lost time, asleep and awake, with made-up
+// LatenessMeter (base/lateness.h): the judge's own lost time, asleep and awake, with made-up
 // instants so that every case is exact.
-#include "core/lateness.h"
+#include "base/lateness.h"
 
 #include <catch2/catch.hpp>
 

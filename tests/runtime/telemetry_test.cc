@@ -1,4 +1,4 @@
-// The telemetry channel (core/telemetry.h): a process the chaos harness starts reports its worlds
+// The telemetry channel (worlds/telemetry.h): a process the chaos harness starts reports its worlds
 // by itself, in the worker line protocol, when MW_TELEMETRY_FD names a descriptor.
 #include <fcntl.h>
 #include <unistd.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/reduce.h"
+#include "gloo/reduce.h"
 
 namespace {
 

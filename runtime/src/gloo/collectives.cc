@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/call_check.h"
-#include "core/reduce.h"
+#include "gloo/call_check.h"
+#include "gloo/reduce.h"
 
 namespace mw::detail {
 

@@ -3,7 +3,7 @@
 // Every message of an operation travels on slots derived from the operation's call (kind, dtype,
 // count, root, reduce op) and a per-world sequence number, so members whose calls disagree never
 // match each other's messages (Gloo would abort the process on a size overflow): their operations
-// stall, and CallCheck (core/call_check.h) names the disagreement. No message but the data's.
+// stall, and CallCheck (gloo/call_check.h) names the disagreement. No message but the data's.
 //
 // all_reduce on float32, float64, int32 and int64 runs Gloo's own ring algorithm (measured 1.7x
 // faster than ours on these machines), with the call's hash in its tag. Gloo's internal buffers
@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/backend.h"
+#include "backend/backend.h"
 #include "gloo/channel.h"
 
 namespace mw::detail {

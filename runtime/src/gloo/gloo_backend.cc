@@ -1,28 +1,13 @@
 #include "gloo/gloo_backend.h"
 
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
 
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <list>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <thread>
 
-#include "core/call_check.h"
-#include "core/deferred_wake.h"
-#include "core/thread_name.h"
-#include "gloo/channel.h"
-#include "gloo/collectives.h"
+#include "base/thread_name.h"
+#include "gloo/gloo_backend_impl.h"
 #include "gloo/loop_ticker.h"
-#include "gloo/pair_sockets.h"
 
 namespace mw::detail {
 
@@ -74,173 +59,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   std::function<void()> failing_;
 };
 
-// How long an aborted world lets Gloo's loop close its shut-down connections itself (about a
-// millisecond; longer on a loaded machine or in a sanitizer build) before it closes the ones left
-// from outside (see pair_sockets.h).
-constexpr auto kQuietGrace = std::chrono::milliseconds(100);
-// A failure breaks the world, which aborts us, possibly on another thread (the one that saw the
-// failure first); how long a failed operation waits for that abort before it lets go regardless.
-constexpr auto kAbortLimit = std::chrono::milliseconds(5000);
-// Gloo's ring all_reduce waits on its buffers several times and ignores an interrupted wait;
-// each abortWaitSend/abortWaitRecv is consumed by the next wait and cleared, so the wait after it
-// blocked until the operation's deadline (a resumed member stayed in all_reduce for seconds). After
-// an abort, the aborts are re-armed this often until the operation has left Gloo.
-constexpr auto kRearmEvery = std::chrono::milliseconds(2);
-
-class GlooBackend final : public Backend,
-                          public WorkDriver,
-                          public std::enable_shared_from_this<GlooBackend> {
- public:
-  GlooBackend(GlooConfig cfg, std::shared_ptr<gloo::transport::Device> dev,
-              std::shared_ptr<gloo::rendezvous::Context> ctx, PairSockets sockets,
-              StoreClient& store, BackendErrorHandler on_error, OpFailPoints failpoints)
-      : cfg_(std::move(cfg)),
-        device_(std::move(dev)),
-        ctx_(std::move(ctx)),
-        sockets_(std::move(sockets)),
-        channel_(ctx_),
-        on_error_(on_error),
-        calls_(store, cfg_.rank, cfg_.size, std::move(on_error)),
-        failpoints_(std::move(failpoints)),
-        executor_([this](std::stop_token st) { executorLoop(st); }),
-        completer_([this](std::stop_token st) { completerLoop(st); }),
-        yielder_([this](std::stop_token st) { yielderLoop(st); }) {}
-
-  ~GlooBackend() override { shutdown(); }
-
-  void submit(OpRequest op, bool caller_waits) override;
-  void abort(const Status& reason) override;
-  void shutdown() override;
-  void tick(Clock::time_point now) override { calls_.tick(now); }
-
-  // WorkDriver. driveUntil runs queued operations in this thread until `target` completes, while
-  // nobody else runs them and each one's deadline is no later than `deadline`; what it leaves is
-  // expedited.
-  void driveUntil(const WorkState* target, Deadline deadline) override;
-  void expedite(const WorkState* target) override {
-    std::lock_guard lock(mu_);
-    expediteLocked(target);
-  }
-
- private:
-  struct Pending {
-    OpRequest req;
-    Clock::time_point due;  // when the executor takes it (GUARDED_BY(mu_) once queued)
-    uint64_t check_id = 0;  // in calls_, while it runs; 0 when not registered
-    std::unique_ptr<Buf> data_buf;
-    std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
-    std::optional<std::string> post_error;
-    bool started = false;  // runOp has looked at the failpoints (once per operation)
-    // A send or receive run by a caller who may leave before its deadline (claimP2PLocked): at
-    // yield_at the yielder interrupts the caller's wait (yield_fired), and the caller hands the
-    // operation back. GUARDED_BY(mu_).
-    Clock::time_point yield_at{};
-    bool yield_fired = false;
-  };
-
-  static bool isP2P(const OpRequest& r) {
-    return r.kind == OpKind::kSend || r.kind == OpKind::kRecv;
-  }
-  void postP2P(Pending& p);
-  void executorLoop(std::stop_token st);
-  // Completes the point-to-point operations nobody waits for once they are due, oldest first.
-  void completerLoop(std::stop_token st);
-  // Interrupts the wait of each caller in yielding_ at its yield_at. A thread of its own: the
-  // completer and the executor may be blocked in Gloo for as long as an operation lasts.
-  void yielderLoop(std::stop_token st);
-  // Takes `p` out of yielding_; whether the yielder interrupted it. Called once per bounded run.
-  bool closeYield(Pending& p);
-  // Takes the oldest due point-to-point operation out of p2p_, or returns nullptr and sets `next`
-  // to when the next one is due. REQUIRES: mu_ held.
-  std::unique_ptr<Pending> takeDueP2PLocked(Clock::time_point now, Clock::time_point* next);
-  // Runs `target`, a queued point-to-point operation, in this thread until it completes or, when
-  // its deadline is later than `deadline`, until `deadline`: then the operation goes back to
-  // p2p_ for the completer (or the caller's next wait). Returns false when `target` is not in
-  // p2p_ (running or done). REQUIRES: mu_ held by `lock` (released meanwhile).
-  bool claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
-                      Deadline deadline);
-  // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
-  void buryLocked(std::unique_lock<std::mutex>& lock);
-  // Makes `target` and every operation queued before it due now, and wakes the executor for them
-  // unless an operation is running (releaseLocked wakes it then). REQUIRES: mu_ held.
-  void expediteLocked(const WorkState* target);
-  // Takes the next operation to run, or nullptr. REQUIRES: mu_ held.
-  std::unique_ptr<Pending> claimLocked();
-  void releaseLocked();
-  // Runs `p` and finishes it. With `yieldable` (a bounded run of a send or receive), an
-  // interruption by the yielder returns true instead, the operation unfinished and not failed.
-  bool execute(Pending& p, bool yieldable = false);
-  void runOp(Pending& p);
-  void report(Pending& p, Cause cause, int peer, const std::string& detail);
-  void reportGlooError(Pending& p, const std::string& what);
-  void finish(Pending& p, Status s);
-  Status abortReason();
-  // After an abort: returns once every connection of the world is closed, after closing the ones
-  // Gloo's loop has not closed within kQuietGrace. Gloo no longer touches any buffer then.
-  void waitConnectionsQuiet();
-
-  const GlooConfig cfg_;
-  std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo::rendezvous::Context> ctx_;  // reset under close_mu_ at shutdown
-  const PairSockets sockets_;
-  std::mutex close_mu_;           // serializes closing the pairs with dropping ctx_
-  std::atomic<bool> cut_{false};  // abort() has shut the sockets down
-  Channel channel_;
-  BackendErrorHandler on_error_;
-  CallCheck calls_;  // names disagreeing calls; stopped at shutdown, before the store goes
-  const OpFailPoints failpoints_;
-
-  std::mutex mu_;
-  std::condition_variable cv_;  // shutdown() waits on it for !executing_
-  DeferredWake wake_;           // wakes the executor: queued work is due, a burial, a stop
-  // Collectives, run one at a time in submission order.
-  std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
-  // Point-to-point operations, posted at submission and completed in any order: by a thread that
-  // waits for one (it claims it), else by the completer once due. They never wait behind a
-  // collective, nor a collective behind them.
-  std::list<std::unique_ptr<Pending>> p2p_;  // GUARDED_BY(mu_)
-  int p2p_running_ = 0;             // GUARDED_BY(mu_): run by waiting threads or the completer
-  DeferredWake completer_wake_;     // wakes the completer: a due operation, a stop
-  std::vector<Pending*> yielding_;  // GUARDED_BY(mu_): bounded runs of sends and receives
-  DeferredWake yield_wake_;         // wakes the yielder: a new bounded run, a stop
-  // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
-  std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
-  // Messages posted per (peer, tag), sends and receives apart: the n-th send to a peer on a tag
-  // matches the n-th receive from us on that tag, and only that one.
-  std::mutex p2p_mu_;
-  std::map<std::pair<int, int>, uint64_t> sent_, received_;  // GUARDED_BY(p2p_mu_)
-  std::optional<Status> abort_reason_;                       // GUARDED_BY(mu_)
-  bool shut_down_ = false;                                   // GUARDED_BY(mu_)
-  bool executing_ = false;  // GUARDED_BY(mu_): an operation is running
-
-  // Only the thread running an operation (executing_ hands them over under mu_).
-  uint64_t seq_ = 0;
-  std::vector<char> scratch_;
-  std::vector<char> work_;
-  NativeOptionsCache native_;  // cleared at shutdown, before the context goes
-
-  std::jthread executor_;  // last three: start once everything above exists
-  std::jthread completer_;
-  std::jthread yielder_;
-};
-
-void GlooBackend::postP2P(Pending& p) {
-  OpRequest& r = p.req;
-  const bool send = r.kind == OpKind::kSend;
-  uint64_t n = 0;
-  {
-    std::lock_guard lock(p2p_mu_);
-    n = (send ? sent_ : received_)[{r.peer, r.tag}]++;
-  }
-  p.check_id = calls_.begin(r, n);
-  p.data_buf = channel_.buffer(r.in.data, r.in.bytes());
-  const uint64_t slot = p2pSlot(r.tag, r.in.dtype, r.in.count, n);
-  if (send) {
-    p.data_buf->send(r.peer, slot, 0, r.in.bytes());
-  } else {
-    p.data_buf->recv(r.peer, slot, 0, r.in.bytes());
-  }
-}
+}  // namespace
 
 void GlooBackend::submit(OpRequest op, bool caller_waits) {
   auto p = std::make_unique<Pending>();
@@ -364,125 +183,6 @@ void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
     execute(*p);
     lock.lock();
     releaseLocked();
-  }
-}
-
-bool GlooBackend::claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
-                                 Deadline deadline) {
-  auto it = std::find_if(p2p_.begin(), p2p_.end(),
-                         [&](const auto& q) { return q->req.work.get() == target; });
-  if (it == p2p_.end()) return false;
-  const bool bounded = (*it)->req.deadline > deadline;
-  if (bounded && deadline <= Clock::now()) {
-    (*it)->due = Clock::now();  // a caller that only looks: the completer takes it
-    completer_wake_.now();
-    return true;
-  }
-  auto p = std::move(*it);
-  p2p_.erase(it);
-  ++p2p_running_;
-  if (bounded) {
-    // The caller may leave before the operation's own deadline, and a Gloo wait cut short by its
-    // timeout closes every pair of the world: the caller waits with the operation's deadline,
-    // and the yielder interrupts that wait at the caller's (abortWaitRecv/abortWaitSend on this
-    // operation's buffer only). Until 2026-11-24 such a caller handed the operation to the
-    // completer at once: a thread hand-off per call for a caller that waits in slices (Python's
-    // main thread, to let signal handlers run).
-    p->yield_at = deadline;
-    p->yield_fired = false;
-    yielding_.push_back(p.get());
-    // No system call when the yielder's timer is set to an earlier time already (a caller waiting
-    // in slices sets it once per slice); the yielder re-arms it for the others when it fires.
-    yield_wake_.at(deadline);
-  }
-  lock.unlock();
-  const bool handed_back = execute(*p, bounded);
-  lock.lock();
-  if (handed_back) {
-    if (abort_reason_) {
-      graveyard_.push_back(std::move(p));  // aborted meanwhile: failed with the others
-      wake_.now();
-    } else {
-      p2p_.push_front(std::move(p));  // the oldest: it was queued before any still there
-      completer_wake_.at(p2p_.front()->due);
-    }
-  }
-  if (--p2p_running_ == 0 && shut_down_) cv_.notify_all();
-  return true;
-}
-
-bool GlooBackend::closeYield(Pending& p) {
-  std::lock_guard lock(mu_);
-  yielding_.erase(std::remove(yielding_.begin(), yielding_.end(), &p), yielding_.end());
-  return p.yield_fired;
-}
-
-void GlooBackend::yielderLoop(std::stop_token st) {
-  nameThisThread("mw-yield", cfg_.world);
-  std::unique_lock lock(mu_);
-  while (!st.stop_requested()) {
-    const Clock::time_point now = Clock::now();
-    Clock::time_point next = Clock::time_point::max();
-    for (Pending* p : yielding_) {
-      if (p->yield_fired) continue;
-      if (p->yield_at <= now) {
-        p->yield_fired = true;  // under mu_, with the interruption: closeYield sees both or none
-        // (No buffer: its posting failed, and the operation fails without waiting.)
-        if (p->data_buf) p->data_buf->interruptWait(p->req.kind == OpKind::kSend);
-      } else {
-        next = std::min(next, p->yield_at);
-      }
-    }
-    if (next != Clock::time_point::max()) yield_wake_.at(next);
-    // As in executorLoop: every change looked at above is followed by a wake-up made after it.
-    lock.unlock();
-    yield_wake_.wait();
-    lock.lock();
-  }
-}
-
-std::unique_ptr<GlooBackend::Pending> GlooBackend::takeDueP2PLocked(Clock::time_point now,
-                                                                    Clock::time_point* next) {
-  *next = Clock::time_point::max();
-  for (auto it = p2p_.begin(); it != p2p_.end(); ++it) {
-    if ((*it)->due <= now) {
-      auto p = std::move(*it);
-      p2p_.erase(it);
-      return p;
-    }
-    *next = std::min(*next, (*it)->due);
-  }
-  return nullptr;
-}
-
-void GlooBackend::completerLoop(std::stop_token st) {
-  nameThisThread("mw-p2p", cfg_.world);
-  // Gloo tells of a finished transfer only to a thread blocked on that one buffer: the completer
-  // waits for one operation at a time, the oldest due. Operations a caller waits for are claimed
-  // by that caller instead, so they never wait here behind another.
-  std::unique_lock lock(mu_);
-  while (!st.stop_requested()) {
-    Clock::time_point next;
-    if (auto p = takeDueP2PLocked(Clock::now(), &next)) {
-      ++p2p_running_;
-      lock.unlock();
-      execute(*p);
-      lock.lock();
-      if (--p2p_running_ == 0 && shut_down_) cv_.notify_all();
-      continue;
-    }
-    if (abort_reason_ && executing_) {  // see kRearmEvery
-      lock.unlock();
-      channel_.abortAll();
-      lock.lock();
-      next = std::min(next, Clock::now() + kRearmEvery);
-    }
-    if (next != Clock::time_point::max()) completer_wake_.at(next);
-    // As in executorLoop: every change looked at above is followed by a wake-up made after it,
-    // which stays pending until the next wait.
-    lock.unlock();
-    completer_wake_.wait();
-    lock.lock();
   }
 }
 
@@ -680,8 +380,6 @@ void GlooBackend::shutdown() {
   ctx_.reset();
   releaseDevice(device_);
 }
-
-}  // namespace
 
 Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, StoreClient& store,
                                                    BackendErrorHandler on_error,

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "core/backend.h"
+#include "backend/backend.h"
 #include "multiworld/store.h"
 
 namespace mw::detail {

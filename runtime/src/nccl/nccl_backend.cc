@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 #include "nccl/nccl_loader.h"
 #include "nccl/nccl_ops.h"
 #include "nccl/nccl_resources.h"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <thread>
 
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 #include "nccl/nccl_backend.h"
 #include "nccl/nccl_loader.h"
 #include "nccl/nccl_ops.h"

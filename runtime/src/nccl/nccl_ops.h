@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/backend.h"
+#include "backend/backend.h"
 #include "nccl/nccl_backend.h"
 
 namespace mw::detail {

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 #include "nccl/nccl_backend.h"
 #include "nccl/nccl_loader.h"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "core/failpoint.h"
+#include "base/failpoint.h"
 #include "multiworld/store.h"
 #include "store/socket.h"
 #include "store/wire.h"

@@ -17,7 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "core/lateness.h"
+#include "base/lateness.h"
 #include "multiworld/store.h"
 #include "store/kv_table.h"
 #include "store/socket.h"

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <mutex>
 
-#include "core/failpoint.h"
+#include "base/failpoint.h"
 #include "multiworld/store.h"
 #include "store/member_link.h"
 #include "store/socket.h"

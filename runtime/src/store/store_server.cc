@@ -4,7 +4,7 @@
 // a later write or their deadline completes. Membership (liveness) links share the same loop: the
 // poll timeout is the earliest of the next ping, the earliest member staleness deadline, the
 // earliest waiter deadline and the earliest lingering close, so silence is detected on time.
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 #include "store/server_impl.h"
 
 namespace mw {

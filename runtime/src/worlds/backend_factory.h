@@ -1,11 +1,11 @@
-// The one place that knows every backend: core/ builds a world's backend through it and never
-// includes a backend's own headers.
+// The one place that knows every backend: the worlds layer builds a world's backend through it and
+// never includes a backend's own headers.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "core/backend.h"
+#include "backend/backend.h"
 #include "multiworld/store.h"
 #include "multiworld/world_manager.h"
 

@@ -4,7 +4,8 @@
 // The harness names the channel in the environment: MW_TELEMETRY_FD, an open descriptor (a pipe)
 // to write to, and MW_TELEMETRY_WORLDS, the role's worlds, comma-separated. A WorldManager made
 // while MW_TELEMETRY_FD is set starts one thread ("mw-telemetry") that writes, one line per
-// message in the line protocol of chaos/worker_lines.h (the one mw_worker writes on its stdout):
+// message in the line protocol of multiworld/telemetry_lines.h (the one mw_worker writes on its
+// stdout):
 //   ready <t>          once, when every world of MW_TELEMETRY_WORLDS is healthy (when the variable
 //                      is unset or empty: when the first world is);
 //   event <t> ...      each world event of the manager (created, broken with its cause, removed);
@@ -54,25 +55,6 @@ struct TrafficCounters {
   // The window's totals, and a new window begins.
   Window take();
 };
-
-// The protocol's lines (chaos/worker_lines.h defines their grammar and parses them; its format()
-// writes these kinds through the functions here, so there is one writer of each).
-namespace telemetry_lines {
-// `s` with its newlines replaced by spaces: a free-text field never splits a line.
-std::string oneLine(std::string s);
-std::string fifo(const std::string& path);  // "" for "-"
-std::string error(const std::string& message);
-std::string ready(int64_t t_ns);
-std::string app(int64_t t_ns, const std::string& name, double value);
-std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
-                  uint64_t generation, Cause cause, int peer, const std::string& detail);
-std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
-                    const TrafficCounters::Window& w);
-// The detail of a `created` event: the options a world was joined with that every member of a
-// scenario's world shares, as space-separated key=value words:
-// "backend=<gloo|nccl> device=<cpu|cuda:N> heartbeat_ms=<n> op_timeout_ms=<n>".
-std::string optionsText(const WorldOptions& o);
-}  // namespace telemetry_lines
 
 // Nanoseconds of `t` on the monotonic clock, the protocol's time.
 int64_t monotonicNs(Clock::time_point t);

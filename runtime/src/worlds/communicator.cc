@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "core/backend.h"
-#include "core/manager_impl.h"
-#include "core/telemetry.h"
-#include "core/work_state.h"
+#include "backend/backend.h"
+#include "backend/work_state.h"
 #include "multiworld/cuda_stream.h"
+#include "worlds/manager_impl.h"
+#include "worlds/telemetry.h"
 
 namespace mw {
 

@@ -1,4 +1,4 @@
-#include "core/failpoint.h"
+#include "base/failpoint.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,8 @@
-// The line protocol between mw_worker and the harness: what a worker writes on its stdout, one
-// line per message, and the harness parses. One definition serves both sides, so a message that is
-// written can always be read back (worker_lines_test.cc round-trips each kind).
+// The line protocol a scenario role speaks to the chaos harness (mwchaos), one line per message:
+// what the runtime's telemetry channel writes (MW_TELEMETRY_FD; docs/design.md, "The telemetry
+// channel") and what mw_worker writes on its stdout, which adds `cpu` and `joinfail`. The runtime
+// owns it: one definition serves the writers and the harness's parser, so a message that is
+// written can always be read back (tests/runtime/telemetry_lines_test.cc round-trips each kind).
 //
 // Times are CLOCK_MONOTONIC nanoseconds (mw::Clock), comparable across the processes of a machine.
 // Words are separated by one space; the last field of `event`, `joinfail` and `error` is free text
@@ -29,7 +31,7 @@
 #include "multiworld/status.h"
 #include "multiworld/world_manager.h"
 
-namespace mw::chaos::lines {
+namespace mw::telemetry_lines {
 
 struct Fifo {
   std::string path;  // empty: the worker has no failpoints ("fifo -")
@@ -86,4 +88,4 @@ std::string optionsText(const WorldOptions& o);
 // event kind or cause the runtime does not have.
 Result<Line> parse(std::string_view line);
 
-}  // namespace mw::chaos::lines
+}  // namespace mw::telemetry_lines

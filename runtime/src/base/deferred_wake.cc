@@ -1,4 +1,4 @@
-#include "core/deferred_wake.h"
+#include "base/deferred_wake.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

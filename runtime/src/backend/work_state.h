@@ -50,7 +50,7 @@ struct WorkState {
   const std::string world;
   // Set by the backend before the Work is handed out, never changed afterwards. May be empty.
   std::weak_ptr<WorkDriver> driver;
-  // Telemetry (core/telemetry.h), set at submission when the process reports to a harness: a
+  // Telemetry (worlds/telemetry.h), set at submission when the process reports to a harness: a
   // successful completion adds `bytes` and the latency since `submitted` to `counters`.
   std::shared_ptr<TrafficCounters> counters;
   int64_t bytes = 0;

@@ -1,4 +1,4 @@
-#include "core/telemetry.h"
+#include "worlds/telemetry.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,11 +10,14 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 #include "multiworld/failpoints.h"
 #include "multiworld/telemetry.h"
+#include "multiworld/telemetry_lines.h"
 
 namespace mw::detail {
+
+namespace lines = mw::telemetry_lines;
 
 void TrafficCounters::add(int64_t op_bytes, int64_t latency_ns) {
   bytes.fetch_add(op_bytes, std::memory_order_relaxed);
@@ -34,53 +37,6 @@ TrafficCounters::Window TrafficCounters::take() {
   w.lat_max_ns = lat_max_ns.exchange(0, std::memory_order_relaxed);
   return w;
 }
-
-namespace telemetry_lines {
-
-namespace {
-std::string n(int64_t v) { return std::to_string(v); }
-}  // namespace
-
-std::string oneLine(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
-std::string fifo(const std::string& path) { return "fifo " + (path.empty() ? "-" : path); }
-
-std::string error(const std::string& message) { return "error " + oneLine(message); }
-
-std::string ready(int64_t t_ns) { return "ready " + n(t_ns); }
-
-std::string app(int64_t t_ns, const std::string& name, double value) {
-  char v[32];
-  std::snprintf(v, sizeof v, "%.17g", value);
-  return "app " + n(t_ns) + " " + name + " " + v;
-}
-
-std::string event(int64_t t_ns, const std::string& world, WorldEvent::Kind kind,
-                  uint64_t generation, Cause cause, int peer, const std::string& detail) {
-  return "event " + n(t_ns) + " " + world + " " + eventKindName(kind) + " " +
-         std::to_string(generation) + " " +
-         (cause == Cause::kNone ? std::string("-") : causeName(cause)) + " " + n(peer) + " " +
-         oneLine(detail);
-}
-
-std::string optionsText(const WorldOptions& o) {
-  return std::string("backend=") + backendName(o.backend) + " device=" + o.device.str() +
-         " heartbeat_ms=" + std::to_string(o.heartbeat_timeout.count()) +
-         " op_timeout_ms=" + std::to_string(o.op_timeout.count());
-}
-
-std::string metrics(int64_t t_ns, const std::string& world, uint64_t generation,
-                    const TrafficCounters::Window& w) {
-  return "metrics " + n(t_ns) + " " + world + " " + std::to_string(generation) + " " + n(w.bytes) +
-         " " + n(w.ops) + " " + n(w.lat_sum_ns) + " " + n(w.lat_max_ns);
-}
-
-}  // namespace telemetry_lines
 
 int64_t monotonicNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -154,16 +110,16 @@ void Telemetry::openFailpointsIfAsked(int fd) {
   static std::once_flag once;
   std::call_once(once, [&] {
     if (!failpoints::compiledIn()) {
-      writeLine(fd, telemetry_lines::fifo(""));
+      writeLine(fd, lines::format(lines::Fifo{}));
       return;
     }
     if (const char* seed = std::getenv("MW_FAILPOINT_SEED")) {
       failpoints::seed(static_cast<uint32_t>(std::strtoul(seed, nullptr, 10))).ignore();
     }
     auto path = failpoints::openControl(prefix);
-    writeLine(fd, path.ok()
-                      ? telemetry_lines::fifo(*path)
-                      : telemetry_lines::error("failpoint control: " + path.status().toString()));
+    writeLine(fd, path.ok() ? lines::format(lines::Fifo{*path})
+                            : lines::format(
+                                  lines::Error{"failpoint control: " + path.status().toString()}));
   });
 }
 
@@ -221,7 +177,7 @@ void Telemetry::checkReady() {
   }
   if (!all) return;
   ready_ = true;
-  write(telemetry_lines::ready(monotonicNs(Clock::now())));
+  write(lines::format(lines::Ready{monotonicNs(Clock::now())}));
 }
 
 void Telemetry::report(Clock::time_point window_end) {
@@ -231,8 +187,10 @@ void Telemetry::report(Clock::time_point window_end) {
     all.assign(counters_.begin(), counters_.end());
   }
   for (const auto& [name, c] : all) {
-    write(telemetry_lines::metrics(monotonicNs(window_end), name, source_.worldState(name).first,
-                                   c->take()));
+    const TrafficCounters::Window w = c->take();
+    write(
+        lines::format(lines::Metrics{monotonicNs(window_end), name, source_.worldState(name).first,
+                                     w.bytes, w.ops, w.lat_sum_ns, w.lat_max_ns}));
   }
   std::map<std::string, double> sums;
   {
@@ -241,7 +199,8 @@ void Telemetry::report(Clock::time_point window_end) {
     if (app.alive.empty() || app.alive.front() != this) return;  // another manager reports them
     sums.swap(app.sums);
   }
-  for (const auto& [name, v] : sums) write(telemetry_lines::app(monotonicNs(window_end), name, v));
+  for (const auto& [name, v] : sums)
+    write(lines::format(lines::App{monotonicNs(window_end), name, v}));
 }
 
 }  // namespace mw::detail
@@ -297,9 +256,9 @@ void Telemetry::run(std::stop_token stop) {
         detail = source_.joinedWith(e->world, e->generation);
         created_.insert(e->world);
       }
-      write(telemetry_lines::event(monotonicNs(e->at), e->world, e->kind, e->generation,
-                                   e->broken ? e->broken->cause : Cause::kNone,
-                                   e->broken ? e->broken->peer_rank : -1, detail));
+      write(lines::format(lines::Event{monotonicNs(e->at), e->world, e->kind, e->generation,
+                                       e->broken ? e->broken->cause : Cause::kNone,
+                                       e->broken ? e->broken->peer_rank : -1, detail}));
       checkReady();
       if (!stopping && Clock::now() >= next) break;
     }

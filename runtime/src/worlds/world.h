@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "core/backend.h"
+#include "backend/backend.h"
 #include "multiworld/store.h"
 #include "multiworld/world_manager.h"
 #include "store/member_link.h"
@@ -17,7 +17,7 @@
 
 namespace mw::detail {
 
-struct TrafficCounters;  // core/telemetry.h
+struct TrafficCounters;  // worlds/telemetry.h
 
 // Where a world reports what happens to it (the manager).
 class WorldSink {
@@ -35,7 +35,7 @@ class World {
   World(WorldOptions options, uint64_t generation, WorldSink* sink);
   ~World();
 
-  // The telemetry counters of the world's name (core/telemetry.h), or null when the process
+  // The telemetry counters of the world's name (worlds/telemetry.h), or null when the process
   // reports to no harness. Set before the world is published, never changed afterwards.
   std::shared_ptr<TrafficCounters> counters;
 

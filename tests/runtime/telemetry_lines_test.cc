@@ -1,13 +1,11 @@
-// The worker line protocol (chaos/worker_lines.h): every kind round-trips, and a line that is not
-// the protocol is an error naming what is wrong, never a crash.
-#include "chaos/worker_lines.h"
+// The worker line protocol (multiworld/telemetry_lines.h): every kind round-trips, and a line
+// that is not the protocol is an error naming what is wrong, never a crash.
+#include "multiworld/telemetry_lines.h"
 
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "chaos/cpu_meter.h"
-
-namespace mw::chaos::lines {
+namespace mw::telemetry_lines {
 namespace {
 
 Line roundTrip(const Line& l) {
@@ -18,7 +16,7 @@ Line roundTrip(const Line& l) {
   return *parsed;
 }
 
-TEST_CASE("every worker line kind round-trips", "[harness][lines]") {
+TEST_CASE("every worker line kind round-trips", "[runtime][lines]") {
   CHECK(std::get<Fifo>(roundTrip(Fifo{"/tmp/x/fifo"})).path == "/tmp/x/fifo");
   CHECK(std::get<Fifo>(roundTrip(Fifo{})).path.empty());
   CHECK(std::get<Ready>(roundTrip(Ready{123456789012345})).t_ns == 123456789012345);
@@ -49,7 +47,7 @@ TEST_CASE("every worker line kind round-trips", "[harness][lines]") {
   CHECK(std::get<App>(roundTrip(App{11, "x", -1e300})).value == -1e300);
 }
 
-TEST_CASE("a line that is not the protocol names what is wrong", "[harness][lines]") {
+TEST_CASE("a line that is not the protocol names what is wrong", "[runtime][lines]") {
   struct Case {
     const char* line;
     const char* says;
@@ -74,7 +72,7 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[harness][line
   }
 }
 
-TEST_CASE("random bytes never crash the parser", "[harness][lines]") {
+TEST_CASE("random bytes never crash the parser", "[runtime][lines]") {
   std::mt19937 rng(7);
   const std::string kinds[] = {"metrics ", "event ", "cpu ", "ready ", "joinfail ", "fifo ", ""};
   for (int i = 0; i < 20000; ++i) {
@@ -85,17 +83,5 @@ TEST_CASE("random bytes never crash the parser", "[harness][lines]") {
   }
 }
 
-TEST_CASE("CpuMeter counts the CPU a busy thread used", "[harness][lines]") {
-  CpuMeter meter;
-  volatile unsigned long x = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-  while (std::chrono::steady_clock::now() < until) x = x + 1;
-  auto d = meter.sample();
-  REQUIRE(d.available);
-  CHECK(d.cpu_ns >= 20000000);  // most of the 50 ms (the machine may take some)
-  CHECK(d.wait_ns >= 0);
-  CHECK(machineBusySeconds() > 0);
-}
-
 }  // namespace
-}  // namespace mw::chaos::lines
+}  // namespace mw::telemetry_lines

@@ -1,14 +1,13 @@
-#include "chaos/worker_lines.h"
+#include "multiworld/telemetry_lines.h"
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
-#include "chaos/overload.h"
-#include "core/telemetry.h"
-
-namespace mw::chaos::lines {
+namespace mw::telemetry_lines {
 
 namespace {
 
@@ -89,33 +88,50 @@ std::optional<WorldEvent::Kind> parseEventKind(std::string_view name) {
 
 }  // namespace
 
+std::string oneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
 std::string format(const Line& line) {
   auto n = [](auto v) { return std::to_string(v); };
   return std::visit(
-      Overload{
-          [](const Fifo& l) { return detail::telemetry_lines::fifo(l.path); },
-          [&](const Ready& l) { return detail::telemetry_lines::ready(l.t_ns); },
-          [&](const Event& l) {
-            return detail::telemetry_lines::event(l.t_ns, l.world, l.kind, l.generation, l.cause,
-                                                  l.peer, l.detail);
-          },
-          [&](const Metrics& l) {
-            return detail::telemetry_lines::metrics(l.t_ns, l.world, l.generation,
-                                                    {l.bytes, l.ops, l.lat_sum_ns, l.lat_max_ns});
-          },
-          [&](const Cpu& l) { return "cpu " + n(l.t_ns) + " " + n(l.cpu_ns) + " " + n(l.wait_ns); },
-          [&](const JoinFail& l) {
-            return "joinfail " + n(l.t_ns) + " " + l.world + " " +
-                   detail::telemetry_lines::oneLine(l.status);
-          },
-          [](const Error& l) { return detail::telemetry_lines::error(l.message); },
-          [](const App& l) { return detail::telemetry_lines::app(l.t_ns, l.name, l.value); },
+      [&](const auto& l) -> std::string {
+        using T = std::decay_t<decltype(l)>;
+        if constexpr (std::is_same_v<T, Fifo>) {
+          return "fifo " + (l.path.empty() ? std::string("-") : l.path);
+        } else if constexpr (std::is_same_v<T, Ready>) {
+          return "ready " + n(l.t_ns);
+        } else if constexpr (std::is_same_v<T, Event>) {
+          return "event " + n(l.t_ns) + " " + l.world + " " + eventKindName(l.kind) + " " +
+                 n(l.generation) + " " +
+                 (l.cause == Cause::kNone ? std::string("-") : causeName(l.cause)) + " " +
+                 n(l.peer) + " " + oneLine(l.detail);
+        } else if constexpr (std::is_same_v<T, Metrics>) {
+          return "metrics " + n(l.t_ns) + " " + l.world + " " + n(l.generation) + " " + n(l.bytes) +
+                 " " + n(l.ops) + " " + n(l.lat_sum_ns) + " " + n(l.lat_max_ns);
+        } else if constexpr (std::is_same_v<T, Cpu>) {
+          return "cpu " + n(l.t_ns) + " " + n(l.cpu_ns) + " " + n(l.wait_ns);
+        } else if constexpr (std::is_same_v<T, JoinFail>) {
+          return "joinfail " + n(l.t_ns) + " " + l.world + " " + oneLine(l.status);
+        } else if constexpr (std::is_same_v<T, Error>) {
+          return "error " + oneLine(l.message);
+        } else {
+          static_assert(std::is_same_v<T, App>);
+          char v[32];
+          std::snprintf(v, sizeof v, "%.17g", l.value);
+          return "app " + n(l.t_ns) + " " + l.name + " " + v;
+        }
       },
       line);
 }
 
 std::string optionsText(const WorldOptions& o) {
-  return mw::detail::telemetry_lines::optionsText(o);
+  return std::string("backend=") + backendName(o.backend) + " device=" + o.device.str() +
+         " heartbeat_ms=" + std::to_string(o.heartbeat_timeout.count()) +
+         " op_timeout_ms=" + std::to_string(o.op_timeout.count());
 }
 
 Result<Line> parse(std::string_view line) {
@@ -202,4 +218,4 @@ Result<Line> parse(std::string_view line) {
                 "worker line of unknown kind '" + std::string(kind.substr(0, 40)) + "'");
 }
 
-}  // namespace mw::chaos::lines
+}  // namespace mw::telemetry_lines

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/lateness.h"
-#include "core/world.h"
+#include "base/lateness.h"
+#include "worlds/world.h"
 
 namespace mw::detail {
 

@@ -1,4 +1,4 @@
-#include "core/reduce.h"
+#include "gloo/reduce.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "core/telemetry.h"
-#include "core/work_state.h"
+#include "backend/work_state.h"
+#include "worlds/telemetry.h"
 
 namespace mw {
 namespace detail {

@@ -1,8 +1,8 @@
-#include "core/call_check.h"
+#include "gloo/call_check.h"
 
 #include <sstream>
 
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 
 namespace mw::detail {
 

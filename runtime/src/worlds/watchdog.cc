@@ -1,4 +1,4 @@
-#include "core/watchdog.h"
+#include "worlds/watchdog.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/thread_name.h"
+#include "base/thread_name.h"
 
 namespace mw::detail {
 

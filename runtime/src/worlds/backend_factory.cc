@@ -1,4 +1,4 @@
-#include "backend_factory.h"
+#include "worlds/backend_factory.h"
 
 #include "gloo/gloo_backend.h"
 #include "nccl/nccl_backend.h"

@@ -1,4 +1,4 @@
-#include "core/world.h"
+#include "worlds/world.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "backend_factory.h"
+#include "worlds/backend_factory.h"
 
 namespace mw::detail {
 

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/telemetry.h"
-#include "core/watchdog.h"
-#include "core/world.h"
 #include "multiworld/world_manager.h"
+#include "worlds/telemetry.h"
+#include "worlds/watchdog.h"
+#include "worlds/world.h"
 
 namespace mw {
 
@@ -68,7 +68,7 @@ struct WorldManager::Impl final : detail::WorldSink {
   std::vector<AsyncInit> async_;  // GUARDED_BY(async_mu_)
   std::unique_ptr<detail::Watchdog> watchdog_;
 
-  // The harness's telemetry channel (core/telemetry.h), when the environment names one.
+  // The harness's telemetry channel (worlds/telemetry.h), when the environment names one.
   struct TelemetrySource final : detail::Telemetry::Source {
     explicit TelemetrySource(Impl& m) : manager(m) {}
     std::pair<uint64_t, bool> worldState(const std::string& name) const override;

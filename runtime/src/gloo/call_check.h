@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/backend.h"
+#include "backend/backend.h"
 #include "multiworld/store.h"
 
 namespace mw::detail {

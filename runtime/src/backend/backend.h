@@ -10,8 +10,8 @@
 #include <string_view>
 #include <thread>
 
-#include "core/failpoint.h"
-#include "core/work_state.h"
+#include "backend/work_state.h"
+#include "base/failpoint.h"
 #include "multiworld/status.h"
 #include "multiworld/tensor.h"
 

@@ -10,10 +10,11 @@
 #include <mutex>
 #include <thread>
 
-#include "core/manager_impl.h"
-#include "core/thread_name.h"
-#include "core/work_state.h"
+#include "backend/work_state.h"
+#include "base/thread_name.h"
+#include "multiworld/telemetry_lines.h"
 #include "nccl/nccl_backend.h"
+#include "worlds/manager_impl.h"
 
 namespace mw {
 
@@ -159,7 +160,7 @@ std::string WorldManager::Impl::TelemetrySource::joinedWith(const std::string& n
                                                             uint64_t generation) const {
   auto w = manager.find(name);
   if (!w || w->generation() != generation) return "";
-  return detail::telemetry_lines::optionsText(w->options());
+  return telemetry_lines::optionsText(w->options());
 }
 
 std::shared_ptr<Subscription> WorldManager::Impl::TelemetrySource::subscribe() {
