@@ -45,8 +45,8 @@ enum class WorldState : uint8_t { kJoining = 0, kHealthy = 1, kBroken = 2, kRemo
 // "joining", "healthy", "broken", "removed".
 const char* worldStateName(WorldState s);
 
-// The largest world: initialization is bounded by its deadline up to this size (measured: 4096
-// members, rendezvous failing at a 1 s deadline, returned after 1.1 s).
+// The largest world: initialization is bounded by its deadline up to this size; a larger size is
+// refused with kInvalidArgument (docs/design.md, "Limits known today", has the measurement).
 inline constexpr int kMaxWorldSize = 4096;
 
 struct WorldOptions {
@@ -82,8 +82,8 @@ struct WorldOptions {
   // Gloo worlds: how long an operation that nobody waits for stays queued before the world's
   // executor thread starts it (see Work for when operations start). 0 .. 10 s; default 5 ms.
   // Shorter starts unwaited operations sooner, at a price for every asynchronous call: below the
-  // scheduler tick (4 ms) the executor's timer is the CPU's earliest, and arming and cancelling it
-  // reprograms the CPU's timer (13 us per call at 100 us on the VMs measured, 1 us at 5 ms).
+  // scheduler tick the executor's timer is the CPU's earliest, and arming and cancelling it
+  // reprograms the CPU's timer (docs/design.md, "The Gloo backend", has the cost measured).
   std::chrono::microseconds executor_grace{5000};
 };
 
