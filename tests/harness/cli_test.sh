@@ -10,12 +10,8 @@ src=$2
 work=$3
 rm -rf "$work"
 mkdir -p "$work"
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # expect_rc <code> <description> <command...>: runs it, keeps stdout+stderr in $out.
 expect_rc() {
@@ -368,20 +364,9 @@ EOF
 expect_rc 1 "pattern in a hook" limited run -q -o "$work/hookpattern" "$fx/check_pattern.lua"
 expect_out "pattern in a hook" "fail +expect.check hook: expect.check failed: $fx/check_pattern.lua:12: string.gsub: $steps"
 [ -s "$work/hookpattern/check_pattern/report.json" ] || fail "pattern in a hook: no report.json"
-# stopped <what> <pid> <log>: waits up to 5 s for the signalled mwchaos to end (kills it after
-# that); leaves its exit code in $rc and its output in $out.
+# stopped <what> <pid> <log>: ended (lib.sh) within 5 s; leaves its output in $out.
 stopped() {
-  local what=$1 pid=$2
-  for _ in $(seq 1 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    fail "$what: still running 5 s after the signal"
-    kill -9 "$pid"
-  fi
-  wait "$pid"
-  rc=$?
+  ended "$1" "$2" 5
   out=$(cat "$3")
 }
 for sig in TERM INT; do

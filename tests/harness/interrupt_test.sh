@@ -10,11 +10,8 @@ src=$2
 work=$3
 rm -rf "$work"
 mkdir -p "$work"
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # This build's workers only (another build's tests may be running on the machine too).
 worker_path=$(cd "$(dirname "$mwchaos")" && pwd)/mw_worker
@@ -64,17 +61,7 @@ for run in $runs; do
   [ "$n" = 1 ] || fail "SIG$sig: the workers of one run hold $n different tokens"
   all_tokens="$all_tokens $(tr ' ' '\n' <<<"$tokens" | sort -u)"
   kill -"$sig" "$pid"
-  rc=0
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    fail "SIG$sig: the harness is still running 10 s later"
-    kill -9 "$pid"
-  fi
-  wait "$pid"
-  rc=$?
+  ended "SIG$sig: the harness" "$pid" 10
   case $sig in
     KILL) [ "$rc" = 137 ] || fail "SIGKILL: exit $rc" ;;
     *)

@@ -215,9 +215,7 @@ TEST_CASE("the store's input budget closes the connection holding the most",
 TEST_CASE("a rank that leaves before its world forms is no loss", "[runtime][store]") {
   // Before, rank 0 was told "rank 1 died" as soon as the world formed, although the rank 1 that
   // joined later was alive.
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   joinAs(*server, 1).reset();     // joins, and its process goes

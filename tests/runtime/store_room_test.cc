@@ -92,9 +92,7 @@ TEST_CASE("replies a client never reads count in the store's budget", "[runtime]
 TEST_CASE("a tokenless store keeps room for its world's members", "[runtime][store][limits]") {
   // Before, strangers that sent HELLO took every connection and a member's join failed at once
   // with "limit of N connections".
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   options.max_connections = 40;
   auto server = startServer(options);
   std::vector<std::unique_ptr<RawConn>> strangers;
@@ -232,9 +230,7 @@ TEST_CASE("a flood of 4,200 strangers does not keep a world's members out",
 TEST_CASE("a ghost that joins and goes before the world forms is no loss", "[runtime][store]") {
   // Size 2: rank 0, and a ghost rank 1 that joins (every rank has joined) and disconnects before
   // the real rank 1 comes. Before, its exit was a loss: the fresh world was broken on both ranks.
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 2;
+  StoreServerOptions options = worldStore(2);
   auto server = startServer(options);
   auto zero = joinAs(*server, 0, "w1", 2);
   joinAs(*server, 1, "w1", 2).reset();
@@ -254,9 +250,7 @@ TEST_CASE("a ghost that joins and goes before the world forms is no loss", "[run
 
 TEST_CASE("a ghost's BROKEN report before the world forms is ignored", "[runtime][store]") {
   // Size 3: a ghost rank 2 that sends BROKEN, then leaves. Before, all three ranks broke.
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   auto one = joinAs(*server, 1);
@@ -310,10 +304,7 @@ TEST_CASE("the first FORMED makes every member joined then count", "[runtime][st
   // A member stopped the instant its peer's join returned may not have said FORMED itself: its
   // silence must still break the world (before, the Python fault test saw a SIGSTOPped worker
   // never detected when the stop came first).
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 2;
-  options.heartbeat_timeout = std::chrono::milliseconds(200);
+  StoreServerOptions options = worldStore(2, milliseconds(200));
   auto server = startServer(options);
   auto zero = joinAs(*server, 0, "w1", 2);
   auto one = joinAs(*server, 1, "w1", 2);

@@ -30,6 +30,15 @@ inline int64_t msSince(Clock::time_point t) {
 // An upper time bound, stretched for slow (sanitizer) builds by MW_TEST_TIME_SCALE.
 inline int64_t upTo(long ms) { return test::scaled(ms).count(); }
 
+// The options of a store for world "w1" of `size` members; `heartbeat` when not zero.
+inline StoreServerOptions worldStore(int size, milliseconds heartbeat = milliseconds(0)) {
+  StoreServerOptions options;
+  options.world_name = "w1";
+  options.world_size = size;
+  if (heartbeat.count() > 0) options.heartbeat_timeout = heartbeat;
+  return options;
+}
+
 inline std::unique_ptr<StoreServer> startServer(const StoreServerOptions& options = {}) {
   auto server = StoreServer::start(options);
   REQUIRE(server.ok());

@@ -355,9 +355,7 @@ TEST_CASE("store connect retries until the server listens, and times out", "[run
 }
 
 TEST_CASE("member join validation", "[runtime][store]") {
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   auto server = startServer(options);
   auto joinError = [&](const char* world, int size, int rank) {
     auto r = MemberLink::join(addressOf(*server), "", world, size, rank, in(2000));
@@ -392,9 +390,7 @@ TEST_CASE("member join validation", "[runtime][store]") {
 }
 
 TEST_CASE("member death is announced to the others", "[runtime][store]") {
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   auto one = joinAs(*server, 1);
@@ -415,10 +411,7 @@ TEST_CASE("member death is announced to the others", "[runtime][store]") {
 }
 
 TEST_CASE("a silent member is declared lost on time", "[runtime][store]") {
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 2;
-  options.heartbeat_timeout = milliseconds(200);
+  StoreServerOptions options = worldStore(2, milliseconds(200));
   auto server = startServer(options);
   auto zero = joinAs(*server, 0, "w1", 2);
   auto one = joinAs(*server, 1, "w1", 2);
@@ -447,9 +440,7 @@ TEST_CASE("a silent member is declared lost on time", "[runtime][store]") {
 }
 
 TEST_CASE("reportBroken reaches the other members", "[runtime][store]") {
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   auto one = joinAs(*server, 1);
@@ -482,9 +473,7 @@ TEST_CASE("reportBroken reaches the other members", "[runtime][store]") {
 }
 
 TEST_CASE("server stop closes member links and is idempotent", "[runtime][store]") {
-  StoreServerOptions options;
-  options.world_name = "w1";
-  options.world_size = 3;
+  StoreServerOptions options = worldStore(3);
   auto server = startServer(options);
   auto zero = joinAs(*server, 0);
   auto client = connectTo(*server);
