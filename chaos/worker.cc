@@ -165,6 +165,8 @@ class Worker {
   }
 
  private:
+  // Opens the failpoint control fifo the configuration asks for and says `fifo`. Ends the process
+  // (error line, exit 3) when it cannot be opened.
   void openFailpoints() {
     if (!fifo_prefix_.empty() && !mw::failpoints::compiledIn()) {
       say(lines::Fifo{});  // the harness reports the failpoint faults as skipped
@@ -256,8 +258,11 @@ class Worker {
     return false;
   }
 
+  // Stops every wait on stop_ and notes when (events from then on are not reported). Idempotent:
+  // the first call's time is kept.
   void requestStop() {
-    stop_at_.store(mw::Clock::now().time_since_epoch().count());
+    mw::Clock::rep none = 0;
+    stop_at_.compare_exchange_strong(none, mw::Clock::now().time_since_epoch().count());
     stop_.request_stop();
   }
 
@@ -327,6 +332,8 @@ class Worker {
     }
   }
 
+  // The reporter's handling of one world event: wakes the traffic loops waiting on a world, writes
+  // the event line, and has a rejoin world that broke joined again.
   void onEvent(const mw::WorldEvent& e) {
     changes_.bump();
     // Events from the stop on are the stop's own (its worlds removed): not reported.
@@ -366,6 +373,9 @@ class Worker {
     if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
   }
 
+  // Runs traffic `t` until the stop: its operations while the world is healthy, at its rate (or
+  // back to back), counting what completed in the world's window. Ends the process (error line,
+  // exit 3) when the tensor cannot be allocated on the world's device.
   void trafficLoop(const mw::chaos::WorkerTraffic& t) {
     const std::stop_token stop = stop_.get_token();
     const WorldConf& wc = worlds_.at(t.world);
