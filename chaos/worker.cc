@@ -6,14 +6,16 @@
 //
 // Usage: mw_worker --config '<json>' (chaos/worker_config.h: harness/orchestrator.cc writes it).
 #include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
 #include "chaos/worker_config.h"
+#include "chaos/worker_wake.h"
 #include "multiworld/multiworld.h"
 #include "multiworld/telemetry_lines.h"
 
@@ -29,8 +32,7 @@ namespace {
 using Pattern = mw::chaos::TrafficPattern;
 using namespace std::chrono_literals;
 
-std::mutex out_mu;
-std::atomic<bool> stopping{false};
+std::mutex out_mu;  // one line at a time on stdout
 
 namespace lines = mw::telemetry_lines;
 
@@ -94,9 +96,25 @@ struct Window {
   }
 };
 
+// Thread rules. run() is called once, by the main thread: it joins the worlds, then reads the
+// commands and the signals (poll() on stdin and a signalfd), and at the stop it stops and joins
+// every other thread before it returns. Those are std::jthread members:
+//   reporter_  writes each world event as it comes (and has a rejoin world joined again), and from
+//              `ready` on each window's metrics and cpu lines;
+//   loops_     one per traffic entry, from `ready` to the stop;
+//   joiners_   one per (re)join: "add <world>" and a rejoin after a break (the first joins are
+//              run()'s own, joined before `ready`).
+// Nothing polls for the stop (stop_): every wait ends on the event it waits for or on the stop (a
+// stop_token wait, poll() on the signalfd or an eventfd, a condition variable). A wait that paces
+// work on purpose (a traffic rate, the pause before a join is tried again) must also end at the
+// stop. The reporter's is the one wait the stop cannot end: the runtime's event queue
+// (mw::Subscription::next) takes a deadline and no stop token, so the reporter waits for events
+// until its window ends, as the runtime's own telemetry does, and ends after the window that the
+// stop falls in (writing it).
 class Worker {
  public:
-  explicit Worker(const mw::chaos::WorkerConfig& conf) : traffic_(conf.traffic) {
+  explicit Worker(const mw::chaos::WorkerConfig& conf)
+      : traffic_(conf.traffic), loops_running_(static_cast<int>(conf.traffic.size())) {
     role_ = conf.role;
     seed_ = conf.seed;
     window_ = conf.window;
@@ -122,7 +140,34 @@ class Worker {
     }
   }
 
-  int run() {
+  // Runs the role until a stop ("stop" or end of input on stdin, SIGTERM or SIGINT on `signals`)
+  // and returns the exit code, 0. Ends the process with an error line and code 3 when a world is
+  // not joined within 30 s (or a signal came first), the failpoint control cannot be opened, the
+  // machine cannot run a world, or the system gives no eventfd.
+  int run(const mw::chaos::SignalFd& signals) {
+    openFailpoints();
+    events_ = manager_.subscribe();
+    reporter_ = std::jthread([this] { reportLoop(); });
+    if (!joinAtStart(signals)) fatal("could not join every world of role '" + role_ + "' in 30 s");
+    cpu_.emplace();
+    const mw::Clock::time_point ready = mw::Clock::now();
+    say(lines::Ready{nowNs(ready)});
+    ready_at_.store(ready.time_since_epoch().count(), std::memory_order_release);
+    for (const auto& t : traffic_) {
+      loops_.emplace_back([this, &t] {
+        trafficLoop(t);
+        loops_running_.countDown();
+      });
+    }
+    if (!stop_.stop_requested()) readCommands(signals);
+    stopAndJoin();
+    return 0;
+  }
+
+ private:
+  // Opens the failpoint control fifo the configuration asks for and says `fifo`. Ends the process
+  // (error line, exit 3) when it cannot be opened.
+  void openFailpoints() {
     if (!fifo_prefix_.empty() && !mw::failpoints::compiledIn()) {
       say(lines::Fifo{});  // the harness reports the failpoint faults as skipped
     } else if (!fifo_prefix_.empty()) {
@@ -131,158 +176,208 @@ class Worker {
       if (mw::Status s = mw::failpoints::seed(seed_); !s.ok()) fatal(s.toString());
       say(lines::Fifo{*fifo});
     }
-    events_ = manager_.subscribe();
-    std::thread watcher([this] { watchEvents(); });
-    // Every world joins at once (a world's members wait for each other); one that fails is tried
-    // again (a replacement may reach the old store of a broken world before it is re-created).
-    std::vector<std::thread> joins;
-    std::atomic<int> failed{0};
-    for (auto& [name, c] : worlds_) {
-      if (!c.start) continue;
-      joins.emplace_back([this, &failed, o = c.options] {
-        if (!joinUntilStopped(o, mw::deadlineIn(30s))) ++failed;
-      });
-    }
-    for (auto& j : joins) j.join();
-    if (failed.load() > 0) fatal("could not join every world of role '" + role_ + "' in 30 s");
-    say(lines::Ready{nowNs()});
-    std::vector<std::thread> loops;
-    std::atomic<int> running{static_cast<int>(traffic_.size())};
-    for (const auto& t : traffic_) {
-      loops.emplace_back([this, t, &running] {
-        trafficLoop(t);
-        --running;
-      });
-    }
-    std::thread reporter([this] { reportLoop(); });
-    std::jthread commands([this] { commandLoop(); });  // ends once stopping (polls stdin)
-    while (!stopping.load()) std::this_thread::sleep_for(10ms);
-    // Operations in flight get a moment to finish; one that is stuck (a world that no longer moves
-    // data but has not broken yet) is aborted by removing its world, rather than holding the stop
-    // up until its deadline.
-    const auto grace = mw::deadlineIn(500ms);
-    while (running.load() > 0 && mw::Clock::now() < grace) std::this_thread::sleep_for(5ms);
-    if (running.load() > 0) {
-      for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
-    }
-    for (auto& l : loops) l.join();
-    {
-      std::lock_guard lock(joiners_mu_);
-      for (auto& j : joiners_) j.join();  // they give up within 2 s of stopping
-      joiners_.clear();
-    }
-    for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
-    reporter.join();
-    watcher.join();
-    commands.join();
-    return 0;
   }
 
- private:
-  void commandLoop() {
+  // Blocks in poll() until one of `fds` is ready. Ends the process (error line, exit 3) when poll
+  // fails for another reason than a signal.
+  static void pollFor(pollfd* fds, nfds_t n) {
+    while (::poll(fds, n, -1) < 0) {
+      if (errno != EINTR) fatal(std::string("poll: ") + std::strerror(errno));
+    }
+  }
+
+  // Joins every world that starts joined, all at once (a world's members wait for each other); a
+  // failed join is tried again (a replacement may reach the old store of a broken world before it
+  // is re-created). Meanwhile only the signals are read (stdin once `ready` is said): one stops
+  // the joins. Returns whether every world was joined.
+  bool joinAtStart(const mw::chaos::SignalFd& signals) {
+    auto joined = mw::chaos::EventFd::open();
+    if (!joined.ok()) fatal(joined.status().toString());
+    std::atomic<int> pending{0}, failed{0};
+    for (const auto& [name, c] : worlds_) pending += c.start ? 1 : 0;
+    if (pending.load() == 0) return true;
+    const mw::Deadline until = mw::deadlineIn(30s);
+    std::vector<std::jthread> joins;
+    for (const auto& [name, c] : worlds_) {
+      if (!c.start) continue;
+      joins.emplace_back([&, o = c.options] {
+        if (!joinUntilStopped(o, until)) ++failed;
+        if (--pending == 0) joined->signal();
+      });
+    }
+    for (;;) {
+      pollfd fds[2] = {{joined->fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+      pollFor(fds, 2);
+      if (fds[0].revents != 0) break;
+      signals.take();
+      requestStop();
+    }
+    joins.clear();  // each has ended: joined
+    return failed.load() == 0;
+  }
+
+  // Reads commands from stdin until a stop: "stop" (the lines read with it are still done), end
+  // of input, or a signal.
+  void readCommands(const mw::chaos::SignalFd& signals) {
     char buf[4096];
     std::string pending;
-    while (!stopping.load()) {
-      // Polled with a timeout, so that the thread sees a stop that came another way (a signal)
-      // and can be joined.
-      pollfd p{0, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      ssize_t n = ::read(0, buf, sizeof(buf));
-      if (n <= 0) break;
+    for (bool stop = false; !stop;) {
+      pollfd fds[2] = {{0, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+      pollFor(fds, 2);
+      if (fds[1].revents != 0) return;
+      const ssize_t n = ::read(0, buf, sizeof(buf));
+      if (n <= 0) return;
       pending.append(buf, static_cast<size_t>(n));
       size_t nl;
       while ((nl = pending.find('\n')) != std::string::npos) {
-        std::string line = pending.substr(0, nl);
+        const std::string line = pending.substr(0, nl);
         pending.erase(0, nl + 1);
-        if (line == "stop") {
-          stopping = true;
-        } else if (line.rfind("remove ", 0) == 0) {
-          std::string w = line.substr(7);
-          if (!removed_.count(w)) continue;
-          removed_.at(w) = true;
-          manager_.removeWorld(w).ignore();
-        } else if (line.rfind("add ", 0) == 0) {
-          std::string w = line.substr(4);
-          auto it = worlds_.find(w);
-          if (it == worlds_.end()) {
-            say(lines::JoinFail{nowNs(), w, "not in this role's worlds"});
-            continue;
-          }
-          removed_.at(w) = false;
-          spawnJoin(it->second.options);
-        }
+        stop |= command(line);
       }
     }
-    stopping = true;
   }
 
-  void spawnJoin(const mw::WorldOptions& o) {
+  // Does one command line. Returns true for "stop"; an unknown line is ignored.
+  bool command(const std::string& line) {
+    if (line == "stop") return true;
+    if (line.rfind("remove ", 0) == 0) {
+      const std::string w = line.substr(7);
+      if (!removed_.count(w)) return false;
+      removed_.at(w) = true;
+      manager_.removeWorld(w).ignore();
+    } else if (line.rfind("add ", 0) == 0) {
+      const std::string w = line.substr(4);
+      auto it = worlds_.find(w);
+      if (it == worlds_.end()) {
+        say(lines::JoinFail{nowNs(), w, "not in this role's worlds"});
+        return false;
+      }
+      removed_.at(w) = false;
+      spawnJoin(it->second.options, false);
+    }
+    return false;
+  }
+
+  // Stops every wait on stop_ and notes when (events from then on are not reported). Idempotent:
+  // the first call's time is kept.
+  void requestStop() {
+    mw::Clock::rep none = 0;
+    stop_at_.compare_exchange_strong(none, mw::Clock::now().time_since_epoch().count());
+    stop_.request_stop();
+  }
+
+  // The stop. Operations in flight get a moment to finish; one that is stuck (a world that no
+  // longer moves data but has not broken yet) is aborted by removing its world, rather than
+  // holding the stop up until its deadline. Then every world is left and every thread joined.
+  void stopAndJoin() {
+    requestStop();
+    if (!loops_running_.waitUntil(mw::deadlineIn(500ms))) {
+      for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
+    }
+    loops_.clear();
+    std::vector<std::jthread> joiners;
+    {
+      std::lock_guard lock(joiners_mu_);
+      joiners.swap(joiners_);  // spawnJoin starts none from now on
+    }
+    joiners.clear();  // a join gives up within 2 s of the stop (its try's deadline)
+    for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
+    reporter_.join();  // at the end of the window the stop fell in
+  }
+
+  // Starts a thread that joins world o.name until it is healthy or the worker stops; with
+  // `leave_first` it first leaves the (broken) world of that name. None once stopping.
+  void spawnJoin(const mw::WorldOptions& o, bool leave_first) {
     std::lock_guard lock(joiners_mu_);
-    if (stopping.load()) return;
-    joiners_.emplace_back([this, o] { joinUntilStopped(o); });
+    if (stop_.stop_requested()) return;
+    joiners_.emplace_back([this, o, leave_first] {
+      if (leave_first) manager_.removeWorld(o.name).ignore();
+      joinUntilStopped(o);
+    });
   }
 
   // (Re)joins a world, retrying until it is healthy, the worker stops or `until` passes.
   // A machine that cannot run the world (no GPU, ...) ends the worker: "error unavailable: ...".
   bool joinUntilStopped(const mw::WorldOptions& o, mw::Deadline until = mw::Deadline::max()) {
-    while (!stopping.load() && mw::Clock::now() < until) {
+    const std::stop_token stop = stop_.get_token();
+    while (!stop.stop_requested() && mw::Clock::now() < until) {
       mw::Status s = manager_.initWorld(o, std::min(until, mw::deadlineIn(2s)));
       if (s.ok()) return true;
       if (s.code() == mw::Code::kInvalidUsage) return true;  // exists already
       if (s.code() == mw::Code::kUnavailable) fatal("unavailable: " + s.message());
       say(lines::JoinFail{nowNs(), o.name, s.toString()});
-      std::this_thread::sleep_for(20ms);
+      mw::chaos::sleepUntil(stop, std::min(until, mw::deadlineIn(20ms)));  // before the next try
     }
     return false;
   }
 
-  void watchEvents() {
-    while (!stopping.load()) {
-      auto e = events_->next(mw::deadlineIn(50ms));
-      if (!e) continue;
-      lines::Event l{nowNs(e->at), e->world, e->kind, e->generation, mw::Cause::kNone, -1, ""};
-      if (e->broken) {
-        l.cause = e->broken->cause;
-        l.peer = e->broken->peer_rank;
-        l.detail = e->broken->detail;
-      }
-      say(l);
-      if (e->kind == mw::WorldEvent::Kind::kBroken) {
-        auto it = worlds_.find(e->world);
-        if (it != worlds_.end() && it->second.rejoin && !removed_.at(e->world)) {
-          // A replacement member joins a fresh world of the same name: leave the broken one and
-          // join again (the store host re-creates the store on the same port).
-          manager_.removeWorld(e->world).ignore();
-          spawnJoin(it->second.options);
-        }
-      }
-    }
-  }
-
+  // The reporter thread (see the thread rules): until the window the stop falls in has been
+  // written.
   void reportLoop() {
-    auto next = mw::Clock::now() + window_;
-    mw::chaos::CpuMeter cpu;
-    while (!stopping.load()) {
-      std::this_thread::sleep_until(next);
-      const auto t = next;
-      next += window_;
-      for (auto& [name, w] : windows_) {
-        lines::Metrics m{nowNs(t), name};
-        {
-          std::lock_guard lock(w->mu);
-          m.bytes = w->bytes, m.ops = w->ops, m.lat_sum_ns = w->lat_sum, m.lat_max_ns = w->lat_max;
-          w->bytes = w->ops = w->lat_sum = w->lat_max = 0;
-        }
-        auto info = manager_.world(name);
-        m.generation = info.ok() ? info->generation : 0;
-        say(m);
+    const std::stop_token stop = stop_.get_token();
+    mw::Deadline next = mw::Clock::now() + window_;  // before `ready`: when to look for it again
+    bool ready = false;
+    for (;;) {
+      if (auto e = events_->next(next)) onEvent(*e);
+      if (mw::Clock::now() < next) continue;
+      if (!ready) {
+        const mw::Clock::rep at = ready_at_.load(std::memory_order_acquire);
+        ready = at != 0;
+        next = ready ? mw::Deadline(mw::Clock::duration(at)) + window_ : next + window_;
+        continue;
       }
-      const auto d = cpu.sample();
-      if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
+      reportWindow(next);
+      if (stop.stop_requested()) return;
+      next += window_;
     }
   }
 
+  // The reporter's handling of one world event: wakes the traffic loops waiting on a world, writes
+  // the event line, and has a rejoin world that broke joined again.
+  void onEvent(const mw::WorldEvent& e) {
+    changes_.bump();
+    // Events from the stop on are the stop's own (its worlds removed): not reported.
+    const mw::Clock::rep stopped = stop_at_.load();
+    if (stopped != 0 && e.at.time_since_epoch().count() >= stopped) return;
+    lines::Event l{nowNs(e.at), e.world, e.kind, e.generation, mw::Cause::kNone, -1, ""};
+    if (e.broken) {
+      l.cause = e.broken->cause;
+      l.peer = e.broken->peer_rank;
+      l.detail = e.broken->detail;
+    }
+    say(l);
+    if (e.kind == mw::WorldEvent::Kind::kBroken) {
+      auto it = worlds_.find(e.world);
+      if (it != worlds_.end() && it->second.rejoin && !removed_.at(e.world)) {
+        // A replacement member joins a fresh world of the same name: leave the broken one and
+        // join again (the store host re-creates the store on the same port).
+        spawnJoin(it->second.options, true);
+      }
+    }
+  }
+
+  // The metrics and cpu lines of the window that ends at `t`.
+  void reportWindow(mw::Clock::time_point t) {
+    for (auto& [name, w] : windows_) {
+      lines::Metrics m{nowNs(t), name};
+      {
+        std::lock_guard lock(w->mu);
+        m.bytes = w->bytes, m.ops = w->ops, m.lat_sum_ns = w->lat_sum, m.lat_max_ns = w->lat_max;
+        w->bytes = w->ops = w->lat_sum = w->lat_max = 0;
+      }
+      auto info = manager_.world(name);
+      m.generation = info.ok() ? info->generation : 0;
+      say(m);
+    }
+    const auto d = cpu_->sample();
+    if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
+  }
+
+  // Runs traffic `t` until the stop: its operations while the world is healthy, at its rate (or
+  // back to back), counting what completed in the world's window. Ends the process (error line,
+  // exit 3) when the tensor cannot be allocated on the world's device.
   void trafficLoop(const mw::chaos::WorkerTraffic& t) {
+    const std::stop_token stop = stop_.get_token();
     const WorldConf& wc = worlds_.at(t.world);
     const int rank = wc.options.rank, size = wc.options.size;
     const size_t elem = mw::dtypeSize(t.dtype);
@@ -290,33 +385,31 @@ class Worker {
     Buffer buf(count * elem, wc.options.device);
     mw::Tensor tensor{buf.data(), t.dtype, count, wc.options.device};
     Window& win = *windows_.at(t.world);
+    if (t.pattern == Pattern::kPipeline && rank >= 2) {
+      mw::chaos::waitForStop(stop);  // a pipeline moves data from rank 0 to rank 1 only
+      return;
+    }
     auto slot = mw::Clock::now();
     const auto period = t.rate > 0 ? std::chrono::duration_cast<mw::Clock::duration>(
                                          std::chrono::duration<double>(1.0 / t.rate))
                                    : mw::Clock::duration::zero();
-    while (!stopping.load()) {
+    while (!stop.stop_requested()) {
+      const auto seen = changes_.seen();
       auto info = manager_.world(t.world);
       if (!info.ok() || info->state != mw::WorldState::kHealthy) {
-        std::this_thread::sleep_for(5ms);
+        changes_.waitPast(seen, stop);  // the next world event (created, broken, removed)
         continue;
       }
       auto t0 = mw::Clock::now();
       mw::Status s;
       long long moved = static_cast<long long>(tensor.bytes());
-      if (t.pattern == Pattern::kGatherToLeader || t.pattern == Pattern::kPipeline) {
-        if (rank == 0 && t.pattern == Pattern::kGatherToLeader) {
-          for (int src = 1; src < size && s.ok(); ++src) s = comm_.recv(t.world, tensor, src);
-          moved *= size - 1;
-        } else if (t.pattern == Pattern::kGatherToLeader) {
-          s = comm_.send(t.world, tensor, 0);
-        } else if (rank == 0) {
-          s = comm_.send(t.world, tensor, 1);
-        } else if (rank == 1) {
-          s = comm_.recv(t.world, tensor, 0);
-        } else {
-          std::this_thread::sleep_for(50ms);
-          continue;
-        }
+      if (t.pattern == Pattern::kGatherToLeader && rank == 0) {
+        for (int src = 1; src < size && s.ok(); ++src) s = comm_.recv(t.world, tensor, src);
+        moved *= size - 1;
+      } else if (t.pattern == Pattern::kGatherToLeader) {
+        s = comm_.send(t.world, tensor, 0);
+      } else if (t.pattern == Pattern::kPipeline) {
+        s = rank == 0 ? comm_.send(t.world, tensor, 1) : comm_.recv(t.world, tensor, 0);
       } else if (t.pattern == Pattern::kRingAllreduce) {
         s = comm_.allReduce(t.world, tensor).wait();
       } else {  // broadcast
@@ -331,7 +424,7 @@ class Worker {
         slot += period;
         auto now = mw::Clock::now();
         if (slot < now) slot = now;
-        std::this_thread::sleep_until(slot);
+        mw::chaos::sleepUntil(stop, slot);  // paced at the traffic's rate
       }
     }
   }
@@ -347,11 +440,17 @@ class Worker {
   mw::WorldManager manager_;
   mw::Communicator comm_{manager_};
   std::shared_ptr<mw::Subscription> events_;
+  std::stop_source stop_;                    // the worker is stopping
+  std::atomic<mw::Clock::rep> stop_at_{0};   // when stop_ was requested; 0 before
+  std::atomic<mw::Clock::rep> ready_at_{0};  // when `ready` was said; 0 before
+  std::optional<mw::chaos::CpuMeter> cpu_;   // made by run() before ready_at_, then the reporter's
+  mw::chaos::ChangeCount changes_;           // world events seen, for loops waiting on a world
+  mw::chaos::Countdown loops_running_;       // traffic loops not yet ended
   std::mutex joiners_mu_;
-  std::vector<std::thread> joiners_;  // GUARDED_BY(joiners_mu_)
+  std::vector<std::jthread> joiners_;  // GUARDED_BY(joiners_mu_)
+  std::vector<std::jthread> loops_;    // run()'s
+  std::jthread reporter_;              // last: joined (if ever destroyed) before the above go
 };
-
-void onSignal(int) { stopping = true; }
 
 }  // namespace
 
@@ -364,14 +463,14 @@ int main(int argc, char** argv) {
                  "MW_CHAOS_STORE_TOKEN (none when unset).\n");
     return 2;
   }
-  struct sigaction sa {};
-  sa.sa_handler = onSignal;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
+  // Before any thread starts, so that every thread has SIGTERM and SIGINT blocked: they reach
+  // the worker through the signalfd only.
+  auto signals = mw::chaos::SignalFd::open();
+  if (!signals.ok()) fatal(signals.status().toString());
   auto conf = mw::chaos::parseWorkerConfig(argv[2]);
   if (!conf.ok()) fatal("bad configuration: " + conf.status().message());
   Worker w(*conf);
-  int rc = w.run();
+  int rc = w.run(*signals);
   std::fflush(stdout);
   std::_Exit(rc);
 }
