@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "harness/run.h"
-#include "harness/scenario.h"
+#include "model/run.h"
+#include "model/scenario.h"
 
 namespace mw::harness {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/expectations.h"
-#include "harness/run.h"
-#include "harness/scenario.h"
+#include "model/expectations.h"
+#include "model/run.h"
+#include "model/scenario.h"
 
 namespace mw::reports {
 
@@ -30,7 +30,7 @@ harness::RunRecord runFromJson(const nlohmann::json& report);
 std::vector<harness::Verdict> verdictsFromJson(const nlohmann::json& report);
 
 // The report's verdict: pass | fail | inconclusive (a throughput verdict could not tell, see
-// harness/throughput.h) | skipped (the machine could not run it) | error.
+// model/throughput.h) | skipped (the machine could not run it) | error.
 std::string verdictOf(const nlohmann::json& report);
 
 // One <testsuite> per report, one <testcase> per expectation: <failure> for a broken expectation,

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "harness/expectations.h"
+#include "model/expectations.h"
 #include "reports/github.h"
 #include "tests/harness/scenario_text.h"
 

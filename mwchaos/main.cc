@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "harness/cli.h"
-#include "harness/expectations.h"
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
+#include "model/expectations.h"
 #include "multiworld/multiworld.h"
+#include "mwchaos/cli.h"
 #include "reports/github.h"
 #include "reports/report.h"
 

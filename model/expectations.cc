@@ -1,4 +1,4 @@
-#include "harness/expectations.h"
+#include "model/expectations.h"
 
 #include <algorithm>
 #include <cmath>

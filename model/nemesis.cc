@@ -1,4 +1,4 @@
-#include "harness/nemesis.h"
+#include "model/nemesis.h"
 
 namespace mw::harness {
 

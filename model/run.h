@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/scenario.h"
+#include "model/scenario.h"
 #include "multiworld/status.h"
 #include "multiworld/world_manager.h"
 

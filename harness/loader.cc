@@ -1,6 +1,8 @@
 // Loading scenario files: Lua 5.4 runs the file in a sandbox; the table given to scenario{} is
 // converted to a generic value tree, then validated into the Scenario model with messages that
 // name the file, line and field.
+#include "harness/loader.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -15,7 +17,6 @@
 #include <sstream>
 
 #include "chaos/posix_points.h"
-#include "harness/loader.h"
 #include "harness/lua_sandbox.h"
 #include "harness/validator.h"
 

@@ -1,4 +1,4 @@
-#include "harness/throughput.h"
+#include "model/throughput.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// What an expectation came to: the status of a verdict (harness/expectations.h), shared by the
-// throughput judge (harness/throughput.h) and the report codec.
+// What an expectation came to: the status of a verdict (model/expectations.h), shared by the
+// throughput judge (model/throughput.h) and the report codec.
 #pragma once
 
 #include <cstdint>

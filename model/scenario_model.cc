@@ -1,4 +1,4 @@
-// The scenario model's helpers (harness/scenario.h): values, descriptions, membership, and the
+// The scenario model's helpers (model/scenario.h): values, descriptions, membership, and the
 // scenario API's text for `mwchaos list`.
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "chaos/overload.h"
 #include "chaos/posix_points.h"
 #include "chaos/worker_lines.h"
-#include "harness/scenario.h"
+#include "model/scenario.h"
 
 namespace mw::harness {
 

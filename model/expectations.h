@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/run.h"
-#include "harness/scenario.h"
-#include "harness/throughput.h"
+#include "model/run.h"
+#include "model/scenario.h"
+#include "model/throughput.h"
 
 namespace mw::harness {
 
@@ -23,7 +23,7 @@ struct Verdict {
   std::string message;    // what happened, with numbers
   std::string where;      // file:line of the expectation
   // The numbers a verdict was judged on, by name (throughput: ratio, interval, control, CPU
-  // share and outside load before and after; see harness/throughput.h). NaN: not measured.
+  // share and outside load before and after; see model/throughput.h). NaN: not measured.
   std::map<std::string, double> evidence;
 };
 

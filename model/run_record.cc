@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <string>
 
-#include "harness/run.h"
+#include "model/run.h"
 
 namespace mw::harness {
 

@@ -1,4 +1,4 @@
-#include "harness/cli.h"
+#include "mwchaos/cli.h"
 
 #include <algorithm>
 #include <cctype>
@@ -130,7 +130,7 @@ int parseCli(int argc, char** argv, Cli& cli) {
       if (!v) return usageError(a + " needs a folder");
       cli.out = *v;
     } else if (a == "--seed") {
-      // The ranges of harness/scenario.h, as a scenario file's seed and duration have them.
+      // The ranges of model/scenario.h, as a scenario file's seed and duration have them.
       auto v = value("--seed");
       auto n = wholeNumber(v, 0, kMaxSeed);
       if (!n) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/scenario.h"
+#include "model/scenario.h"
 
 namespace mw::harness {
 

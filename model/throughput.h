@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <string>
 
-#include "harness/run.h"
-#include "harness/scenario.h"
-#include "harness/verdict_status.h"
+#include "model/run.h"
+#include "model/scenario.h"
+#include "model/verdict_status.h"
 
 namespace mw::harness {
 
