@@ -27,10 +27,14 @@ struct Verdict {
   std::map<std::string, double> evidence;
 };
 
+// The name of the verdict of a scenario's Lua check(run) hook (expect.check).
+inline constexpr const char* kCheckHookVerdict = "expect.check hook";
+
 // The time of the first fault that was delivered, or -1.
 double firstFault(const RunRecord& r);
 
-// Every verdict but the Lua check hook's (the caller adds that one).
+// Every verdict but the Lua check hook's (the caller adds that one): the checkers of
+// model/checkers/checkers.h in their table's order. Pure.
 std::vector<Verdict> evaluate(const Scenario& s, const RunRecord& r);
 
 // kFail when a verdict failed or is an error; else kInconclusive when one is; else kPass (every
