@@ -148,7 +148,7 @@ struct RunRecord {
 
 // The first place where a series of the record goes back in time: "windows of world W at role R:
 // window i at t=a s after t=b s" (the same for CPU and machine samples), or "" when none does.
-// The report writer refuses a record where this is not "" (reports/report.h).
+// The checkers judge a record where this is not "" the harness's error (model/checkers).
 std::string timeOrderError(const RunRecord& r);
 
 }  // namespace mw::harness

@@ -25,6 +25,7 @@
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
 #include "model/expectations.h"
+#include "model/report.h"
 #include "multiworld/multiworld.h"
 #include "mwchaos/cli.h"
 #include "reports/github.h"
@@ -109,31 +110,31 @@ bool writableDir(const fs::path& dir, std::string* why) {
 }
 
 // Writes the formats asked for into `dir`; false when any could not be written.
-bool writeReports(const Cli& cli, const fs::path& dir, const json& doc) {
+bool writeReports(const Cli& cli, const fs::path& dir, const Report& report) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   bool ok = true;
-  if (cli.formats.count("json")) ok = writeFile(dir / "report.json", doc.dump(1) + "\n") && ok;
-  if (cli.formats.count("junit")) {
-    ok = writeFile(dir / "junit.xml", mw::reports::junitXml({doc})) && ok;
+  if (cli.formats.count("json")) {
+    ok = writeFile(dir / "report.json", toJson(report).dump(1) + "\n") && ok;
   }
-  if (cli.formats.count("html")) ok = writeFile(dir / "report.html", mw::reports::html(doc)) && ok;
+  if (cli.formats.count("junit")) {
+    ok = writeFile(dir / "junit.xml", mw::reports::junitXml({report})) && ok;
+  }
+  if (cli.formats.count("html")) {
+    ok = writeFile(dir / "report.html", mw::reports::html(report)) && ok;
+  }
   return ok;
 }
 
-void printVerdict(const json& doc, const fs::path& dir, const Cli& cli, bool written) {
-  const std::string v = mw::reports::verdictOf(doc);
-  const std::string name = doc["scenario"].value("name", std::string());
-  std::string upper = v;
+void printVerdict(const Report& report, const fs::path& dir, const Cli& cli, bool written) {
+  std::string upper = verdictStatusName(report.verdict());
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::printf("%s  %s\n", upper.c_str(), name.c_str());
-  if (!doc.value("why", std::string()).empty())
-    std::printf("      %s\n", doc["why"].get<std::string>().c_str());
-  for (const auto& e : doc["expectations"]) {
-    const std::string st = e.value("status", std::string());
-    if (st == "pass" && cli.verbosity < 1) continue;
-    std::printf("      %-7s %s: %s\n", st.c_str(), e.value("name", std::string()).c_str(),
-                e.value("message", std::string()).c_str());
+  std::printf("%s  %s\n", upper.c_str(), report.scenario.name.c_str());
+  if (!report.why.empty()) std::printf("      %s\n", report.why.c_str());
+  for (const auto& e : report.verdicts) {
+    if (e.status == VerdictStatus::kPass && cli.verbosity < 1) continue;
+    std::printf("      %-7s %s: %s\n", verdictStatusName(e.status), e.name.c_str(),
+                e.message.c_str());
   }
   if (!written) {
     std::printf("      report: NOT WRITTEN to %s (see the error above)\n", dir.c_str());
@@ -186,38 +187,55 @@ int validate(const Cli& cli) {
 }
 
 // The exit code of one scenario's verdict.
-int exitFor(const std::string& verdict) {
-  if (verdict == "pass") return kExitPass;
-  if (verdict == "skipped") return kExitUnavailable;
-  if (verdict == "inconclusive") return kExitInconclusive;
+int exitFor(VerdictStatus verdict) {
+  switch (verdict) {
+    case VerdictStatus::kPass:
+      return kExitPass;
+    case VerdictStatus::kSkipped:
+      return kExitUnavailable;
+    case VerdictStatus::kInconclusive:
+      return kExitInconclusive;
+    case VerdictStatus::kFail:
+    case VerdictStatus::kError:
+      break;
+  }
   return kExitFail;
 }
 
+// The report's outcome of a run that ended as `o`.
+Outcome outcomeOf(RunOutcome o) {
+  switch (o) {
+    case RunOutcome::kUnavailable:
+      return Outcome::kUnavailable;
+    case RunOutcome::kInterrupted:
+      return Outcome::kInterrupted;
+    case RunOutcome::kHarnessError:
+      return Outcome::kHarnessError;
+    default:
+      return Outcome::kCompleted;
+  }
+}
+
 // Runs `l` once and judges it; a harness bug becomes a report that says so.
-json runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, RunResult* out) {
+Report runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, RunResult* out) {
   const Scenario& s = l.scenario;
   RunResult& res = *out;
   res = RunResult();
-  std::string outcome = "completed";
+  Outcome outcome = Outcome::kCompleted;
   std::vector<Verdict> verdicts;
   try {
     res = runScenario(s, ro);
-    if (res.outcome == RunOutcome::kUnavailable) {
-      outcome = "unavailable";
-    } else if (res.outcome == RunOutcome::kInterrupted) {
-      outcome = "interrupted";
-    } else if (res.outcome == RunOutcome::kHarnessError) {
-      outcome = "harness_error";
-    } else {
+    outcome = outcomeOf(res.outcome);
+    if (outcome == Outcome::kCompleted) {
       verdicts = evaluate(s, res.record);
       if (s.expect.has_check) {
-        auto [ok, msg] = l.callCheck(mw::reports::runJson(s, res.record).dump());
+        auto [ok, msg] = l.callCheck(runJson(s, res.record).dump());
         if (!ok && ro.interrupted != nullptr && ro.interrupted->load()) {  // stopped by the signal
           res.outcome = RunOutcome::kInterrupted;
           res.why = "interrupted while the expect.check hook ran: " + msg;
-          return mw::reports::reportJson(s, res.record, {}, "interrupted", res.why, env);
+          return makeReport(s, res.record, {}, Outcome::kInterrupted, res.why, env);
         }
-        verdicts.push_back({"expect.check hook",
+        verdicts.push_back({kCheckHookVerdict,
                             "",
                             ok ? VerdictStatus::kPass : VerdictStatus::kFail,
                             "",
@@ -228,12 +246,12 @@ json runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, Run
       }
     }
   } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
-    outcome = "harness_error";
+    outcome = Outcome::kHarnessError;
     res.outcome = RunOutcome::kHarnessError;
     res.why = std::string("internal error of the harness: ") + e.what();
     verdicts.clear();
   }
-  return mw::reports::reportJson(s, res.record, verdicts, outcome, res.why, env);
+  return makeReport(s, res.record, std::move(verdicts), outcome, res.why, env);
 }
 
 int run(const Cli& cli) {
@@ -266,55 +284,53 @@ int run(const Cli& cli) {
   ro.tty = ::isatty(2) != 0;
   ro.interrupted = &interrupted;
   ro.gpus = gpus;
-  std::vector<json> docs;
+  std::vector<Report> reports;
   std::set<std::string> used;
   bool all_written = true;  // a gate must not pass on a report that is not there
   for (auto& [file, l] : loaded) {
     const Scenario& s = l.scenario;
     RunResult res;
-    json doc = runOnce(l, ro, env, &res);
+    Report report = runOnce(l, ro, env, &res);
     // An inconclusive verdict, and only that, may be run again: the earlier runs' reasons stay in
     // the report, and each rerun is printed.
-    json earlier = json::array();
-    while (mw::reports::verdictOf(doc) == "inconclusive" &&
+    std::vector<EarlierRun> earlier;
+    while (report.verdict() == VerdictStatus::kInconclusive &&
            static_cast<int>(earlier.size()) < cli.rerun_inconclusive && !interrupted.load()) {
-      json why = json::array();
-      for (const auto& e : doc["expectations"]) {
-        if (e.value("status", std::string()) == "inconclusive")
-          why.push_back(e.value("name", std::string()) + ": " + e.value("message", std::string()));
+      EarlierRun e;
+      for (const auto& v : report.verdicts) {
+        if (v.status == VerdictStatus::kInconclusive)
+          e.inconclusive.push_back(v.name + ": " + v.message);
       }
-      earlier.push_back({{"verdict", "inconclusive"}, {"inconclusive", why}});
+      earlier.push_back(e);
       std::printf("RERUN %s: inconclusive, run %zu of at most %d\n", s.name.c_str(),
                   earlier.size() + 1, cli.rerun_inconclusive + 1);
       std::fflush(stdout);
-      doc = runOnce(l, ro, env, &res);
+      report = runOnce(l, ro, env, &res);
     }
-    doc["reruns"] = earlier.size();
-    doc["earlier_runs"] = earlier;
+    report.earlier_runs = std::move(earlier);
     std::string folder = folderName(s.file, s.name);
     while (used.count(folder)) folder += "_";
     used.insert(folder);
-    const bool written = writeReports(cli, out / folder, doc);
+    const bool written = writeReports(cli, out / folder, report);
     all_written = all_written && written;
-    printVerdict(doc, out / folder, cli, written);
+    printVerdict(report, out / folder, cli, written);
     if (cli.formats.count("github"))
-      std::fputs(mw::reports::githubAnnotations(doc).c_str(), stdout);
-    docs.push_back(doc);
-    const std::string v = mw::reports::verdictOf(doc);
-    rc = combineExit(rc, exitFor(v));
+      std::fputs(mw::reports::githubAnnotations(report).c_str(), stdout);
+    rc = combineExit(rc, exitFor(report.verdict()));
+    reports.push_back(std::move(report));
     if (res.outcome == RunOutcome::kInterrupted) {
       std::fprintf(stderr, "mwchaos: interrupted; every worker was stopped\n");
-      if (cli.formats.count("junit")) writeFile(out / "junit.xml", mw::reports::junitXml(docs));
+      if (cli.formats.count("junit")) writeFile(out / "junit.xml", mw::reports::junitXml(reports));
       return kExitInterrupted;
     }
   }
   if (cli.formats.count("junit")) {
     std::error_code ec;
     fs::create_directories(out, ec);
-    all_written = writeFile(out / "junit.xml", mw::reports::junitXml(docs)) && all_written;
+    all_written = writeFile(out / "junit.xml", mw::reports::junitXml(reports)) && all_written;
   }
   if (std::string why;
-      cli.formats.count("github") && !mw::reports::appendGithubSummary(docs, &why)) {
+      cli.formats.count("github") && !mw::reports::appendGithubSummary(reports, &why)) {
     std::fprintf(stderr, "mwchaos: the GitHub job summary was not written: %s\n", why.c_str());
     all_written = false;
   }
@@ -330,22 +346,8 @@ int report(const Cli& cli) {
   const std::string path = cli.paths[0];
   std::ifstream f(path);
   if (!f) return usageError("cannot read " + path);
-  json doc;
   try {
-    doc = json::parse(f);
-    Scenario s = mw::reports::scenarioFromJson(doc);
-    RunRecord r = mw::reports::runFromJson(doc);
-    const std::string outcome = doc.value("outcome", std::string("completed"));
-    std::vector<Verdict> verdicts;
-    if (outcome == "completed") {
-      verdicts = evaluate(s, r);
-      // A Lua hook cannot run again without its scenario: keep its saved verdict.
-      for (const auto& v : mw::reports::verdictsFromJson(doc)) {
-        if (v.name == "expect.check hook") verdicts.push_back(v);
-      }
-    }
-    json fresh = mw::reports::reportJson(s, r, verdicts, outcome, doc.value("why", std::string()),
-                                         doc.value("environment", json::object()));
+    Report fresh = rejudge(reportFromJson(json::parse(f)));
     fs::path dir = cli.out.empty() ? fs::path(path).parent_path() : fs::path(cli.out);
     if (dir.empty()) dir = ".";
     bool written = writeReports(cli, dir, fresh);
@@ -359,7 +361,7 @@ int report(const Cli& cli) {
       }
     }
     if (!written) return kExitUnavailable;
-    return exitFor(mw::reports::verdictOf(fresh));
+    return exitFor(fresh.verdict());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mwchaos: %s: %s\n", path.c_str(), e.what());
     return kExitUsage;

@@ -105,10 +105,12 @@ std::string worldSvg(const json& doc, const std::string& world) {
 
 }  // namespace
 
-std::string html(const json& doc) {
+std::string html(const harness::Report& report) {
+  // The timelines and tables draw the numbers as the JSON report has them (times in ms).
+  const json doc = harness::toJson(report);
   const json& sc = doc.at("scenario");
   const json& run = doc.at("run");
-  const std::string verdict = verdictOf(doc);
+  const std::string verdict = harness::verdictStatusName(report.verdict());
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>"
     << xmlEscape(sc.value("name", std::string())) << " - mwchaos</title>\n"
@@ -123,17 +125,15 @@ std::string html(const json& doc) {
   o << "<p>" << xmlEscape(sc.value("description", std::string())) << "</p>\n";
   o << "<p><code>" << xmlEscape(sc.value("file", std::string())) << "</code>, seed "
     << sc.value("seed", 0ULL) << ", duration " << sc.value("duration_s", 0.0) << " s, outcome "
-    << xmlEscape(doc.value("outcome", std::string()));
-  if (!doc.value("why", std::string()).empty())
-    o << ": " << xmlEscape(doc.value("why", std::string()));
+    << xmlEscape(harness::outcomeName(report.outcome));
+  if (!report.why.empty()) o << ": " << xmlEscape(report.why);
   o << "</p>\n<h2>Expectations</h2>\n<table><tr><th>expectation</th><th>verdict</th>"
        "<th>measured</th><th>threshold</th><th>detail</th></tr>\n";
-  for (const auto& v : doc.value("expectations", json::array())) {
-    const std::string st = v.value("status", std::string());
-    o << "<tr><td>" << xmlEscape(v.value("name", std::string())) << "</td><td class=\"" << st
-      << "\">" << st << "</td><td>" << xmlEscape(v.value("measured", std::string())) << "</td><td>"
-      << xmlEscape(v.value("threshold", std::string())) << "</td><td>"
-      << xmlEscape(v.value("message", std::string())) << "</td></tr>\n";
+  for (const auto& v : report.verdicts) {
+    const char* st = harness::verdictStatusName(v.status);
+    o << "<tr><td>" << xmlEscape(v.name) << "</td><td class=\"" << st << "\">" << st << "</td><td>"
+      << xmlEscape(v.measured) << "</td><td>" << xmlEscape(v.threshold) << "</td><td>"
+      << xmlEscape(v.message) << "</td></tr>\n";
   }
   o << "</table>\n<h2>Throughput per world</h2>\n<p>Each line is the world's throughput at its "
        "rank-0 member per 100 ms window; dashed red lines are faults, orange dots breaks (hover "
