@@ -202,20 +202,6 @@ int exitFor(VerdictStatus verdict) {
   return kExitFail;
 }
 
-// The report's outcome of a run that ended as `o`.
-Outcome outcomeOf(RunOutcome o) {
-  switch (o) {
-    case RunOutcome::kUnavailable:
-      return Outcome::kUnavailable;
-    case RunOutcome::kInterrupted:
-      return Outcome::kInterrupted;
-    case RunOutcome::kHarnessError:
-      return Outcome::kHarnessError;
-    default:
-      return Outcome::kCompleted;
-  }
-}
-
 // Runs `l` once and judges it; a harness bug becomes a report that says so.
 Report runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, RunResult* out) {
   const Scenario& s = l.scenario;
@@ -225,13 +211,13 @@ Report runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, R
   std::vector<Verdict> verdicts;
   try {
     res = runScenario(s, ro);
-    outcome = outcomeOf(res.outcome);
+    outcome = res.outcome;
     if (outcome == Outcome::kCompleted) {
       verdicts = evaluate(s, res.record);
       if (s.expect.has_check) {
         auto [ok, msg] = l.callCheck(runJson(s, res.record).dump());
         if (!ok && ro.interrupted != nullptr && ro.interrupted->load()) {  // stopped by the signal
-          res.outcome = RunOutcome::kInterrupted;
+          res.outcome = Outcome::kInterrupted;
           res.why = "interrupted while the expect.check hook ran: " + msg;
           return makeReport(s, res.record, {}, Outcome::kInterrupted, res.why, env);
         }
@@ -247,7 +233,7 @@ Report runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, R
     }
   } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
     outcome = Outcome::kHarnessError;
-    res.outcome = RunOutcome::kHarnessError;
+    res.outcome = Outcome::kHarnessError;
     res.why = std::string("internal error of the harness: ") + e.what();
     verdicts.clear();
   }
@@ -318,7 +304,7 @@ int run(const Cli& cli) {
       std::fputs(mw::reports::githubAnnotations(report).c_str(), stdout);
     rc = combineExit(rc, exitFor(report.verdict()));
     reports.push_back(std::move(report));
-    if (res.outcome == RunOutcome::kInterrupted) {
+    if (res.outcome == Outcome::kInterrupted) {
       std::fprintf(stderr, "mwchaos: interrupted; every worker was stopped\n");
       if (cli.formats.count("junit")) writeFile(out / "junit.xml", mw::reports::junitXml(reports));
       return kExitInterrupted;
