@@ -1,5 +1,5 @@
 // Loading scenario files: Lua 5.4 runs the file in a sandbox (harness/lua_sandbox.h) and the table
-// given to scenario { ... } is validated into the model (harness/scenario.h). The Lua state is kept
+// given to scenario { ... } is validated into the model (model/scenario.h). The Lua state is kept
 // for the scenario's expect.check hook.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "harness/lua_sandbox.h"
-#include "harness/scenario.h"
+#include "model/scenario.h"
 
 namespace mw::harness {
 

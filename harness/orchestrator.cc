@@ -37,9 +37,9 @@ RunResult Run::go() {
   const double child0 = cpuSeconds(RUSAGE_CHILDREN);
   t0_ns_ = nowNs();
   prepare();
-  if (res_.outcome == RunOutcome::kCompleted) startAll();
-  if (res_.outcome == RunOutcome::kCompleted) waitReady();
-  if (res_.outcome == RunOutcome::kCompleted) {
+  if (res_.outcome == Outcome::kCompleted) startAll();
+  if (res_.outcome == Outcome::kCompleted) waitReady();
+  if (res_.outcome == Outcome::kCompleted) {
     // Time zero moves to now: what was recorded while the roles joined (a program's first
     // windows) keeps its place in time, before zero.
     const long long now = nowNs();
@@ -55,8 +55,8 @@ RunResult Run::go() {
   return std::move(res_);
 }
 
-void Run::fail(RunOutcome o, const std::string& why) {
-  if (res_.outcome == RunOutcome::kCompleted) {
+void Run::fail(Outcome o, const std::string& why) {
+  if (res_.outcome == Outcome::kCompleted) {
     res_.outcome = o;
     res_.why = why;
   }
@@ -79,7 +79,7 @@ void Run::prepare() {
     if (dev == "auto") dev = any_nccl ? "gpu" : "cpu";
     if (dev == "gpu") {
       if (o_.gpus <= 0) {
-        fail(RunOutcome::kUnavailable,
+        fail(Outcome::kUnavailable,
              "role '" + name +
                  "' needs a GPU (an nccl world) and this machine has none; run "
                  "with --backend gloo to play the scenario on CPU worlds");
@@ -93,8 +93,8 @@ void Run::prepare() {
   if (!hosts.empty()) {
     auto net = chaos::SimNet::create(hosts);
     if (!net.ok()) {
-      fail(net.status().code() == Code::kUnavailable ? RunOutcome::kUnavailable
-                                                     : RunOutcome::kHarnessError,
+      fail(net.status().code() == Code::kUnavailable ? Outcome::kUnavailable
+                                                     : Outcome::kHarnessError,
            "simulated hosts: " + net.status().message());
       return;
     }
@@ -116,7 +116,7 @@ void Run::prepare() {
   // or disturb them. It reaches the workers in their environment, never on a command line.
   auto token = mw::randomStoreToken();
   if (!token.ok()) {
-    fail(RunOutcome::kHarnessError, "making the run's store token: " + token.status().message());
+    fail(Outcome::kHarnessError, "making the run's store token: " + token.status().message());
     return;
   }
   token_ = *token;
@@ -124,7 +124,7 @@ void Run::prepare() {
   if (!posix_roles_.empty()) {
     auto preload = chaos::posixPreload();
     if (!preload.ok()) {
-      fail(RunOutcome::kUnavailable, preload.status().message());
+      fail(Outcome::kUnavailable, preload.status().message());
       return;
     }
     const char* theirs = std::getenv("LD_PRELOAD");
@@ -242,7 +242,7 @@ bool Run::start(const std::string& role) {
   if (w.fifo_wanted) {
     char dir[] = "/tmp/mwchaos-XXXXXX";
     if (::mkdtemp(dir) == nullptr) {
-      fail(RunOutcome::kHarnessError, std::string("mkdtemp: ") + std::strerror(errno));
+      fail(Outcome::kHarnessError, std::string("mkdtemp: ") + std::strerror(errno));
       return false;
     }
     w.fifo_dir = dir;
@@ -269,7 +269,7 @@ bool Run::start(const std::string& role) {
   }
   auto p = chaos::Process::spawn(argv, options);
   if (!p.ok()) {
-    fail(RunOutcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
+    fail(Outcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
     return false;
   }
   w.proc = std::move(*p);
@@ -321,21 +321,21 @@ void Run::waitReady() {
   const auto until = deadlineIn(s_.startup);
   for (;;) {
     pump(20);
-    if (res_.outcome != RunOutcome::kCompleted) return;
+    if (res_.outcome != Outcome::kCompleted) return;
     bool all = true;
     for (auto& [role, w] : workers_) {
       if (w.proc && w.proc->poll() && !w.ready) {
         readAll(w);
-        if (res_.outcome != RunOutcome::kCompleted) return;
-        fail(RunOutcome::kHarnessError, "role '" + role + "' " + w.proc->exitText() +
-                                            " before it joined its worlds: " + lastOutput(w));
+        if (res_.outcome != Outcome::kCompleted) return;
+        fail(Outcome::kHarnessError, "role '" + role + "' " + w.proc->exitText() +
+                                         " before it joined its worlds: " + lastOutput(w));
         return;
       }
       all &= w.ready;
     }
     if (all) return;
     if (interrupted()) {
-      res_.outcome = RunOutcome::kInterrupted;
+      res_.outcome = Outcome::kInterrupted;
       res_.record.interrupted = true;
       return;
     }
@@ -361,7 +361,7 @@ void Run::waitReady() {
       const long long ms = s_.startup.count();
       const std::string limit =
           ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
-      fail(RunOutcome::kHarnessError,
+      fail(Outcome::kHarnessError,
            "roles did not join their worlds within " + limit + " (startup): " + missing);
       return;
     }
@@ -374,9 +374,9 @@ void Run::play() {
   const long long end_ns = t0_ns_ + s_.duration.count() * 1000000LL;
   long long next_progress = t0_ns_;
   const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;
-  while (nowNs() < end_ns && res_.outcome == RunOutcome::kCompleted) {
+  while (nowNs() < end_ns && res_.outcome == Outcome::kCompleted) {
     if (interrupted()) {
-      res_.outcome = RunOutcome::kInterrupted;
+      res_.outcome = Outcome::kInterrupted;
       res_.record.interrupted = true;
       break;
     }

@@ -8,8 +8,9 @@
 #include <functional>
 #include <string>
 
-#include "harness/run.h"
-#include "harness/scenario.h"
+#include "model/report.h"
+#include "model/run.h"
+#include "model/scenario.h"
 
 namespace mw::harness {
 
@@ -21,15 +22,11 @@ struct RunOptions {
   int gpus = 0;  // GPUs this machine has (roles on "gpu" are spread across them)
 };
 
-enum class RunOutcome {
-  kCompleted,     // the timeline ran to its end
-  kInterrupted,   // Ctrl-C or SIGTERM
-  kUnavailable,   // the machine cannot run it (no GPU, no failpoints...): RunRecord says what
-  kHarnessError,  // the harness could not run it (a worker failed to start or join)
-};
-
 struct RunResult {
-  RunOutcome outcome = RunOutcome::kCompleted;
+  // kCompleted: the timeline ran to its end; kInterrupted: Ctrl-C or SIGTERM; kUnavailable: the
+  // machine cannot run it (no GPU, no failpoints...), `why` says what; kHarnessError: the harness
+  // could not run it (a worker failed to start or join).
+  Outcome outcome = Outcome::kCompleted;
   std::string why;  // for kUnavailable / kHarnessError
   RunRecord record;
 };

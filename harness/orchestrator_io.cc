@@ -131,7 +131,7 @@ void Run::checkJoinedWith(const Worker& w, const telemetry_lines::Event& l) {
   std::string what;
   for (const auto& d : differ) what += (what.empty() ? "" : "; ") + d;
   // No verdict may be computed on timeouts the program did not use: the run ends here.
-  fail(RunOutcome::kHarnessError,
+  fail(Outcome::kHarnessError,
        "role '" + w.role + "' joined world '" + l.world + "' with other options than the " +
            "scenario declares (" + ws->second.where + "): " + what + ". Pass the world's " +
            "options to the program with placeholders such as ${world." + l.world +
@@ -164,7 +164,7 @@ void Run::take(Worker& w, const telemetry_lines::Fifo& l) {
 
 void Run::take(Worker& w, const telemetry_lines::Error& l) {
   if (l.message.rfind("unavailable", 0) == 0 && !w.ready) {
-    fail(RunOutcome::kUnavailable, "role '" + w.role + "': " + l.message);
+    fail(Outcome::kUnavailable, "role '" + w.role + "': " + l.message);
   } else {
     res_.record.harness_errors.push_back("role '" + w.role + "': " + l.message);
   }

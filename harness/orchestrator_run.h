@@ -75,7 +75,7 @@ class Run {
   RunResult go();
 
  private:
-  void fail(RunOutcome o, const std::string& why);
+  void fail(Outcome o, const std::string& why);
 
   bool interrupted() const { return o_.interrupted != nullptr && o_.interrupted->load(); }
 

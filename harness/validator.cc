@@ -15,7 +15,7 @@
 
 #include "chaos/posix_points.h"
 #include "harness/fault_names.h"
-#include "harness/nemesis.h"
+#include "model/nemesis.h"
 #include "multiworld/telemetry.h"
 
 namespace mw::harness::loader {

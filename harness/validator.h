@@ -32,7 +32,7 @@ class Validator {
                   std::initializer_list<const char*> allowed);
 
   // The range checks: every number a scenario gives goes through duration() (a time, by the time
-  // parser, harness/scenario.h) or number() (anything else), with the ranges of harness/scenario.h.
+  // parser, model/scenario.h) or number() (anything else), with the ranges of model/scenario.h.
 
   // The time `v` gives (a number of seconds, or a string like "500ms") when it lies in [lo, hi].
   // nullopt when `v` is null (no error), and when it is malformed, NaN, infinite, negative or out
@@ -109,7 +109,7 @@ class Validator {
   Fault network(FaultKind kind, const LV& act, const std::string& aw, const std::string& path,
                 const Scenario& s);
 
-  // A seeded random schedule of faults (the "nemesis", harness/nemesis.h), validated and drawn
+  // A seeded random schedule of faults (the "nemesis", model/nemesis.h), validated and drawn
   // here so that the planned timeline is known before the run.
   void nemesis(const LV* v, const std::string& w, Scenario& s);
 

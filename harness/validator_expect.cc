@@ -8,8 +8,8 @@
 #include <set>
 
 #include "harness/fault_names.h"
-#include "harness/nemesis.h"
 #include "harness/validator.h"
+#include "model/nemesis.h"
 #include "multiworld/telemetry.h"
 
 namespace mw::harness::loader {

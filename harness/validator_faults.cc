@@ -10,8 +10,8 @@
 
 #include "chaos/posix_points.h"
 #include "harness/fault_names.h"
-#include "harness/nemesis.h"
 #include "harness/validator.h"
+#include "model/nemesis.h"
 
 namespace mw::harness {
 

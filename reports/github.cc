@@ -11,7 +11,10 @@
 namespace mw::reports {
 namespace {
 
-using nlohmann::json;
+using harness::Outcome;
+using harness::Report;
+using harness::VerdictStatus;
+using harness::verdictStatusName;
 
 // Workflow-command escaping: the message loses its line breaks and percent signs to %-codes; a
 // property value also its ':' and ','.
@@ -80,60 +83,67 @@ std::string cell(const std::string& s) {
   return out;
 }
 
-std::string str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+// The mark of a scenario's verdict in the summary table.
+const char* markOf(VerdictStatus v) {
+  switch (v) {
+    case VerdictStatus::kPass:
+      return "✅";
+    case VerdictStatus::kSkipped:
+      return "⏭️";
+    case VerdictStatus::kInconclusive:
+      return "❔";
+    case VerdictStatus::kFail:
+    case VerdictStatus::kError:
+      break;
+  }
+  return "❌";
 }
 
 }  // namespace
 
-std::string githubAnnotations(const json& report) {
-  const json& sc = report.value("scenario", json::object());
-  const std::string file = str(sc, "file");
-  const std::string name = str(sc, "name");
+std::string githubAnnotations(const Report& report) {
+  const std::string& file = report.scenario.file;
+  const std::string& name = report.scenario.name;
   std::string out;
-  const std::string outcome = str(report, "outcome");
-  if (!outcome.empty() && outcome != "completed" && outcome != "unavailable") {
-    out += annotation(str(sc, "where"), file, "mwchaos: " + name,
-                      "the run did not complete (" + outcome + "): " + str(report, "why"));
+  if (report.outcome == Outcome::kInterrupted || report.outcome == Outcome::kHarnessError) {
+    // At the scenario file, no line: a report carries none for the scenario itself.
+    out += annotation("", file, "mwchaos: " + name,
+                      std::string("the run did not complete (") +
+                          harness::outcomeName(report.outcome) + "): " + report.why);
   }
-  for (const auto& e : report.value("expectations", json::array())) {
-    const std::string status = str(e, "status");
-    if (status != "fail" && status != "error" && status != "inconclusive") continue;
+  for (const auto& e : report.verdicts) {
+    const bool inconclusive = e.status == VerdictStatus::kInconclusive;
+    if (e.status != VerdictStatus::kFail && e.status != VerdictStatus::kError && !inconclusive)
+      continue;
     // An inconclusive verdict is a warning: the run could not tell, it did not see a failure.
-    out += annotation(str(e, "where"), file, "mwchaos: " + name + ": " + str(e, "name"),
-                      status + ": " + str(e, "message"),
-                      status == "inconclusive" ? "warning" : "error");
+    out += annotation(e.where, file, "mwchaos: " + name + ": " + e.name,
+                      std::string(verdictStatusName(e.status)) + ": " + e.message,
+                      inconclusive ? "warning" : "error");
   }
   return out;
 }
 
-std::string githubSummary(const std::vector<json>& reports) {
+std::string githubSummary(const std::vector<Report>& reports) {
   std::string out = "### mwchaos: fault-isolation verdicts\n\n";
   out += "| verdict | scenario | file | expectations |\n|---|---|---|---|\n";
   std::string details;
   for (const auto& r : reports) {
-    const json& sc = r.value("scenario", json::object());
-    const std::string verdict = str(r, "verdict");
+    const std::string& name = r.scenario.name;
     int passed = 0, total = 0;
-    for (const auto& e : r.value("expectations", json::array())) {
+    for (const auto& e : r.verdicts) {
       ++total;
-      const std::string status = str(e, "status");
-      if (status == "pass" || status == "skipped") {
+      if (e.status == VerdictStatus::kPass || e.status == VerdictStatus::kSkipped) {
         ++passed;
         continue;
       }
-      details += "| " + cell(str(sc, "name")) + " | " + cell(str(e, "name")) + " | " +
-                 cell(status) + " | " + cell(str(e, "measured")) + " | " +
-                 cell(str(e, "threshold")) + " | " + cell(str(e, "message")) + " |\n";
+      details += "| " + cell(name) + " | " + cell(e.name) + " | " +
+                 cell(verdictStatusName(e.status)) + " | " + cell(e.measured) + " | " +
+                 cell(e.threshold) + " | " + cell(e.message) + " |\n";
     }
-    const char* mark = verdict == "pass"           ? "✅"
-                       : verdict == "skipped"      ? "⏭️"
-                       : verdict == "inconclusive" ? "❔"
-                                                   : "❌";
-    out += "| " + std::string(mark) + " " + cell(verdict) + " | " + cell(str(sc, "name")) + " | `" +
-           cell(str(sc, "file")) + "` | " + std::to_string(passed) + "/" + std::to_string(total) +
-           " |\n";
+    const VerdictStatus verdict = r.verdict();
+    out += "| " + std::string(markOf(verdict)) + " " + cell(verdictStatusName(verdict)) + " | " +
+           cell(name) + " | `" + cell(r.scenario.file) + "` | " + std::to_string(passed) + "/" +
+           std::to_string(total) + " |\n";
   }
   if (!details.empty()) {
     out += "\n#### Expectations that did not pass\n\n";
@@ -153,7 +163,7 @@ bool writeAll(int fd, const std::string& text) {
   return true;
 }
 
-bool appendGithubSummary(const std::vector<json>& reports, std::string* error) {
+bool appendGithubSummary(const std::vector<Report>& reports, std::string* error) {
   const char* path = std::getenv("GITHUB_STEP_SUMMARY");
   if (path == nullptr || *path == '\0') {
     *error = "GITHUB_STEP_SUMMARY is not set (it is, in a GitHub Actions step)";

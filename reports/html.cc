@@ -10,29 +10,36 @@
 
 namespace mw::reports {
 
-using json = nlohmann::json;
+using harness::EventKind;
+using harness::Report;
+using harness::RunRecord;
+using harness::Scenario;
+using harness::verdictStatusName;
 
 namespace {
 
+// Times as the JSON report has them (to the millisecond), so that the page is the same whether
+// drawn from a run or from its report read back.
+double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+std::string causeText(Cause c) { return c == Cause::kNone ? "" : causeName(c); }
+
 // One world's throughput timeline, measured at its rank-0 member, with fault and break markers.
-std::string worldSvg(const json& doc, const std::string& world) {
-  const json& run = doc.at("run");
-  const json& sc = doc.at("scenario");
-  const double duration = std::max(0.5, run.value("elapsed_s", sc.value("duration_s", 1.0)));
-  const auto members = sc.at("roles");
+std::string worldSvg(const Report& rep, const std::string& world) {
+  const RunRecord& run = rep.run;
+  const double duration = std::max(0.5, r3(run.elapsed));
   std::string rank0;
-  for (auto it = members.begin(); it != members.end(); ++it) {
-    const json& ws = it.value().at("worlds");
-    if (ws.contains(world) && ws.at(world).get<int>() == 0) rank0 = it.key();
+  for (const auto& [name, role] : rep.scenario.roles) {
+    auto it = role.ranks.find(world);
+    if (it != role.ranks.end() && it->second == 0) rank0 = name;
   }
   std::vector<std::pair<double, double>> pts;
-  const json series = run.value("series", json::object());
-  if (series.contains(world) && series.at(world).contains(rank0)) {
-    const json& c = series.at(world).at(rank0);
-    for (size_t i = 0; i < c.at("t_s").size(); ++i) {
-      double t = c["t_s"][i].get<double>();
+  auto series = run.windows.find(world);
+  if (series != run.windows.end() && series->second.count(rank0)) {
+    for (const auto& w : series->second.at(rank0)) {
+      const double t = r3(w.t);
       if (t < 0 || t > duration) continue;
-      pts.emplace_back(t, c["bytes"][i].get<double>() / 0.1 / 1e6);
+      pts.emplace_back(t, w.bytes / 0.1 / 1e6);
     }
   }
   double ymax = 1;
@@ -76,27 +83,23 @@ std::string worldSvg(const json& doc, const std::string& world) {
     }
     o << "\"/>\n";
   }
-  for (const auto& f : run.value("faults", json::array())) {
-    double t = f.value("sent_s", -1.0);
+  for (const auto& f : run.faults) {
+    const double t = r3(f.sent);
     if (t < 0) continue;
     std::snprintf(buf, sizeof(buf),
                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
                   "stroke-dasharray=\"4 3\"><title>",
                   x(t), x(t), T, H - B);
-    o << buf << xmlEscape(f.value("action", std::string()) + " at " + std::to_string(t) + " s")
-      << "</title></line>\n";
+    o << buf << xmlEscape(f.action + " at " + std::to_string(t) + " s") << "</title></line>\n";
   }
-  for (const auto& e : run.value("events", json::array())) {
-    if (e.value("world", std::string()) != world || e.value("kind", std::string()) != "broken")
-      continue;
-    double t = e.value("t_s", -1.0);
+  for (const auto& e : run.events) {
+    if (e.world != world || e.kind != EventKind::kBroken) continue;
+    const double t = r3(e.t);
     if (t < 0 || t > duration) continue;
     std::snprintf(buf, sizeof(buf),
                   "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#ff7f0e\"><title>", x(t),
                   T + 8.0);
-    o << buf
-      << xmlEscape("broken at " + e.value("role", std::string()) + " (" +
-                   e.value("cause", std::string()) + "): " + e.value("detail", std::string()))
+    o << buf << xmlEscape("broken at " + e.role + " (" + causeText(e.cause) + "): " + e.detail)
       << "</title></circle>\n";
   }
   o << "</svg>\n";
@@ -105,80 +108,70 @@ std::string worldSvg(const json& doc, const std::string& world) {
 
 }  // namespace
 
-std::string html(const json& doc) {
-  const json& sc = doc.at("scenario");
-  const json& run = doc.at("run");
-  const std::string verdict = verdictOf(doc);
+std::string html(const Report& report) {
+  const Scenario& sc = report.scenario;
+  const RunRecord& run = report.run;
+  const std::string verdict = verdictStatusName(report.verdict());
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>"
-    << xmlEscape(sc.value("name", std::string())) << " - mwchaos</title>\n"
+    << xmlEscape(sc.name) << " - mwchaos</title>\n"
     << "<style>body{font-family:sans-serif;margin:2em;max-width:960px}"
        "table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:4px 6px;"
        "font-size:13px;text-align:left;vertical-align:top}"
        ".pass{color:#2ca02c}.fail{color:#d62728}.error{color:#9467bd}.skipped{color:#7f7f7f}."
        "inconclusive{color:#ff7f0e}"
        "h2{margin-top:1.5em}code{background:#f3f3f3}</style></head><body>\n";
-  o << "<h1>" << xmlEscape(sc.value("name", std::string())) << " <span class=\"" << verdict << "\">"
-    << verdict << "</span></h1>\n";
-  o << "<p>" << xmlEscape(sc.value("description", std::string())) << "</p>\n";
-  o << "<p><code>" << xmlEscape(sc.value("file", std::string())) << "</code>, seed "
-    << sc.value("seed", 0ULL) << ", duration " << sc.value("duration_s", 0.0) << " s, outcome "
-    << xmlEscape(doc.value("outcome", std::string()));
-  if (!doc.value("why", std::string()).empty())
-    o << ": " << xmlEscape(doc.value("why", std::string()));
+  o << "<h1>" << xmlEscape(sc.name) << " <span class=\"" << verdict << "\">" << verdict
+    << "</span></h1>\n";
+  o << "<p>" << xmlEscape(sc.description) << "</p>\n";
+  o << "<p><code>" << xmlEscape(sc.file) << "</code>, seed " << sc.seed << ", duration "
+    << static_cast<double>(sc.duration.count()) / 1000.0 << " s, outcome "
+    << xmlEscape(harness::outcomeName(report.outcome));
+  if (!report.why.empty()) o << ": " << xmlEscape(report.why);
   o << "</p>\n<h2>Expectations</h2>\n<table><tr><th>expectation</th><th>verdict</th>"
        "<th>measured</th><th>threshold</th><th>detail</th></tr>\n";
-  for (const auto& v : doc.value("expectations", json::array())) {
-    const std::string st = v.value("status", std::string());
-    o << "<tr><td>" << xmlEscape(v.value("name", std::string())) << "</td><td class=\"" << st
-      << "\">" << st << "</td><td>" << xmlEscape(v.value("measured", std::string())) << "</td><td>"
-      << xmlEscape(v.value("threshold", std::string())) << "</td><td>"
-      << xmlEscape(v.value("message", std::string())) << "</td></tr>\n";
+  for (const auto& v : report.verdicts) {
+    const char* st = verdictStatusName(v.status);
+    o << "<tr><td>" << xmlEscape(v.name) << "</td><td class=\"" << st << "\">" << st << "</td><td>"
+      << xmlEscape(v.measured) << "</td><td>" << xmlEscape(v.threshold) << "</td><td>"
+      << xmlEscape(v.message) << "</td></tr>\n";
   }
   o << "</table>\n<h2>Throughput per world</h2>\n<p>Each line is the world's throughput at its "
        "rank-0 member per 100 ms window; dashed red lines are faults, orange dots breaks (hover "
        "for details).</p>\n";
-  for (auto it = sc.at("worlds").begin(); it != sc.at("worlds").end(); ++it) {
-    o << "<h3>" << xmlEscape(it.key()) << " <small>("
-      << xmlEscape(it.value().value("backend", std::string())) << ", "
-      << it.value().value("size", 0) << " members)</small></h3>\n"
-      << worldSvg(doc, it.key());
+  for (const auto& [name, w] : sc.worlds) {
+    o << "<h3>" << xmlEscape(name) << " <small>(" << xmlEscape(backendName(w.backend)) << ", "
+      << w.size << " members)</small></h3>\n"
+      << worldSvg(report, name);
   }
   o << "<h2>Timeline</h2>\n<table><tr><th>planned</th><th>sent</th><th>acknowledged</th>"
        "<th>fault</th><th>outcome</th><th>scenario line</th></tr>\n";
-  for (const auto& f : run.value("faults", json::array())) {
+  for (const auto& f : run.faults) {
     char times[128];
     std::snprintf(times, sizeof(times), "<td>%.3f s</td><td>%.3f s</td><td>%.3f s</td>",
-                  f.value("planned_s", 0.0), f.value("sent_s", -1.0), f.value("acked_s", -1.0));
-    std::string outcome = f.value("outcome", std::string());
-    if (!f.value("note", std::string()).empty())
-      outcome += " (" + f.value("note", std::string()) + ")";
-    o << "<tr>" << times << "<td>" << xmlEscape(f.value("action", std::string())) << "</td><td>"
-      << xmlEscape(outcome) << "</td><td>" << xmlEscape(f.value("where", std::string()))
-      << "</td></tr>\n";
+                  r3(f.planned), r3(f.sent), r3(f.acked));
+    std::string outcome = f.outcomeText();
+    if (!f.note.empty()) outcome += " (" + f.note + ")";
+    o << "<tr>" << times << "<td>" << xmlEscape(f.action) << "</td><td>" << xmlEscape(outcome)
+      << "</td><td>" << xmlEscape(f.where) << "</td></tr>\n";
   }
   o << "</table>\n<h2>World events</h2>\n<table><tr><th>time</th><th>role</th><th>world</th>"
        "<th>event</th><th>cause</th><th>detail</th></tr>\n";
-  for (const auto& e : run.value("events", json::array())) {
+  for (const auto& e : run.events) {
     char t[32];
-    std::snprintf(t, sizeof(t), "%.3f s", e.value("t_s", 0.0));
-    o << "<tr><td>" << t << "</td><td>" << xmlEscape(e.value("role", std::string())) << "</td><td>"
-      << xmlEscape(e.value("world", std::string())) << " (gen " << e.value("generation", 0ULL)
-      << ")</td><td>" << xmlEscape(e.value("kind", std::string())) << "</td><td>"
-      << xmlEscape(e.value("cause", std::string())) << "</td><td>"
-      << xmlEscape(e.value("detail", std::string())) << "</td></tr>\n";
+    std::snprintf(t, sizeof(t), "%.3f s", r3(e.t));
+    o << "<tr><td>" << t << "</td><td>" << xmlEscape(e.role) << "</td><td>" << xmlEscape(e.world)
+      << " (gen " << e.generation << ")</td><td>" << xmlEscape(eventKindText(e.kind)) << "</td><td>"
+      << xmlEscape(causeText(e.cause)) << "</td><td>" << xmlEscape(e.detail) << "</td></tr>\n";
   }
   o << "</table>\n<h2>Workers</h2>\n<table><tr><th>role</th><th>pid</th><th>starts</th>"
        "<th>exit</th></tr>\n";
-  for (const auto& w : run.value("workers", json::array())) {
-    o << "<tr><td>" << xmlEscape(w.value("role", std::string())) << "</td><td>" << w.value("pid", 0)
-      << "</td><td>" << w.value("starts", 0) << "</td><td>"
-      << xmlEscape(w.value("exit", std::string())) << (w.value("hung", false) ? " (hung)" : "")
-      << "</td></tr>\n";
+  for (const auto& w : run.workers) {
+    o << "<tr><td>" << xmlEscape(w.role) << "</td><td>" << w.pid << "</td><td>" << w.starts
+      << "</td><td>" << xmlEscape(w.exit) << (w.hung ? " (hung)" : "") << "</td></tr>\n";
   }
-  o << "</table>\n<p>harness CPU " << run.value("harness_cpu_s", 0.0) << " s, workers CPU "
-    << run.value("workers_cpu_s", 0.0) << " s, startup " << run.value("startup_s", 0.0)
-    << " s.</p>\n</body></html>\n";
+  o << "</table>\n<p>harness CPU " << r3(run.harness_cpu) << " s, workers CPU "
+    << r3(run.workers_cpu) << " s, startup " << r3(run.startup) << " s.</p>\n</body></html>\n";
   return o.str();
 }
 

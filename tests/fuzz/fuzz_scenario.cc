@@ -1,8 +1,8 @@
-// libFuzzer target: the scenario loader (harness/scenario.h) on untrusted Lua text, as a CI system
+// libFuzzer target: the scenario loader (model/scenario.h) on untrusted Lua text, as a CI system
 // running scenarios from pull requests meets it. Loading must end with a scenario or with errors
 // naming file:line; never a crash, a sanitizer report, a hang past the Lua time budget or memory
 // past the Lua cap. A scenario that loads must hold every number within the ranges of
-// harness/scenario.h (docs/scenarios.md, "Limits") and no string with a NUL byte: validation
+// model/scenario.h (docs/scenarios.md, "Limits") and no string with a NUL byte: validation
 // refuses the rest. The input is written to a file of this process, loaded with small limits.
 //
 // Two kinds of input. Lua text, mutated with tests/fuzz/fuzz_scenario.dict's extreme numbers. And,
@@ -178,7 +178,7 @@ void checkText(const std::string& s, const std::string& what) {
   if (s.find('\0') != std::string::npos) outOfRange(what + " with a NUL byte");
 }
 
-// Every number of `s` within the ranges of harness/scenario.h, no string with a NUL byte.
+// Every number of `s` within the ranges of model/scenario.h, no string with a NUL byte.
 void checkRanges(const mw::harness::Scenario& s) {
   using namespace mw::harness;
   checkTime(s.duration, Ms(500), kMaxTime, "duration");

@@ -1,11 +1,11 @@
-// Verdicts (harness/expectations.h) on run records made by hand: what each expectation counts,
+// Verdicts (model/expectations.h) on run records made by hand: what each expectation counts,
 // and what it leaves out.
-#include "harness/expectations.h"
+#include "model/expectations.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "harness/scenario.h"
+#include "model/scenario.h"
 #include "tests/harness/scenario_text.h"
 
 namespace mw::harness {

@@ -1,5 +1,5 @@
-// The nemesis (harness/nemesis.h): a pure function of its seed and spec.
-#include "harness/nemesis.h"
+// The nemesis (model/nemesis.h): a pure function of its seed and spec.
+#include "model/nemesis.h"
 
 #include <catch2/catch.hpp>
 #include <set>

@@ -1,4 +1,4 @@
-// The ranges of a scenario's numbers (harness/scenario.h, docs/scenarios.md "Limits"): the time
+// The ranges of a scenario's numbers (model/scenario.h, docs/scenarios.md "Limits"): the time
 // parser's bounds, and the validator at the edges of each range, in and just out. And the one rule
 // of its strings: no NUL byte.
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "harness/loader.h"
-#include "harness/nemesis.h"
-#include "harness/scenario.h"
+#include "model/nemesis.h"
+#include "model/scenario.h"
 
 namespace mw::harness {
 namespace {

@@ -1,10 +1,10 @@
-// The report's JSON codec (reports/report.h): a report read back holds what was written, and
+// The report's JSON codec (model/report.h): a report read back holds what was written, and
 // judging it again gives the same verdicts; an inconclusive verdict's JUnit and GitHub forms.
 #include "reports/report.h"
 
 #include <catch2/catch.hpp>
 
-#include "harness/expectations.h"
+#include "model/expectations.h"
 #include "reports/github.h"
 #include "tests/harness/scenario_text.h"
 
@@ -74,16 +74,28 @@ TEST_CASE("a report read back holds what was written", "[harness][report]") {
   const RunRecord r = aRun(0.8);
   const auto verdicts = evaluate(s, r);
   const auto doc =
-      reports::reportJson(s, r, verdicts, "completed", "", nlohmann::json{{"cores", 2}});
+      toJson(makeReport(s, r, verdicts, Outcome::kCompleted, "", nlohmann::json{{"cores", 2}}));
   // Through text, as `mwchaos report` reads it.
   const auto back = nlohmann::json::parse(doc.dump(1));
-  const Scenario s2 = reports::scenarioFromJson(back);
-  const RunRecord r2 = reports::runFromJson(back);
-  const auto v2 = reports::verdictsFromJson(back);
+  const Report rep = reportFromJson(back);
+  const Scenario& s2 = rep.scenario;
+  const RunRecord& r2 = rep.run;
+  const auto& v2 = rep.verdicts;
+  CHECK(rep.outcome == Outcome::kCompleted);
+  CHECK(rep.environment == nlohmann::json{{"cores", 2}});
+  CHECK_FALSE(rep.earlier_runs.has_value());
+  REQUIRE(rep.timeline.size() == 1);
+  CHECK(rep.timeline[0].at_ms == 2000);
+  CHECK(rep.timeline[0].kind == FaultKind::kKill);
+  CHECK(rep.timeline[0].role == "c");
+  // The scenario section is read back whole: written again, it is the same.
+  CHECK(toJson(rep)["scenario"].dump() == doc["scenario"].dump());
 
   CHECK(s2.name == s.name);
   CHECK(s2.seed == 42);
   CHECK(s2.worlds.at("w1").heartbeat == s.worlds.at("w1").heartbeat);
+  CHECK(s2.traffic.at(0).rate == Approx(20));
+  CHECK(s2.traffic.at(0).bytes == s.traffic.at(0).bytes);
   CHECK(s2.membersOf("w1") == s.membersOf("w1"));
   CHECK(s2.expect.throughput.at(0).ratio == Approx(0.9));
   CHECK(r2.harness_errors == r.harness_errors);
@@ -120,7 +132,7 @@ TEST_CASE("an inconclusive report is a JUnit skip and a GitHub warning", "[harne
   auto l = twoWorlds();
   const RunRecord r = aRun(0.8);  // windows swing 0.5..1.5: 0.8 cannot be told from 0.9
   const auto verdicts = evaluate(l.scenario, r);
-  const auto doc = reports::reportJson(l.scenario, r, verdicts, "completed", "", {});
+  const Report rep = makeReport(l.scenario, r, verdicts, Outcome::kCompleted, "", {});
   const auto* tv = &verdicts[0];
   for (const auto& v : verdicts) {
     if (v.name.find("throughput") != std::string::npos) tv = &v;
@@ -128,12 +140,13 @@ TEST_CASE("an inconclusive report is a JUnit skip and a GitHub warning", "[harne
   INFO(tv->message);
   REQUIRE(tv->status == VerdictStatus::kInconclusive);
   // The harness error in the run makes the whole verdict fail; without it, inconclusive.
-  CHECK(reports::verdictOf(doc) == "fail");
+  CHECK(rep.verdict() == VerdictStatus::kFail);
   RunRecord clean = r;
   clean.harness_errors.clear();
   const auto cv = evaluate(l.scenario, clean);
-  const auto cdoc = reports::reportJson(l.scenario, clean, cv, "completed", "", {});
-  CHECK(reports::verdictOf(cdoc) == "inconclusive");
+  const Report cdoc = makeReport(l.scenario, clean, cv, Outcome::kCompleted, "", {});
+  CHECK(cdoc.verdict() == VerdictStatus::kInconclusive);
+  CHECK(toJson(cdoc)["verdict"] == "inconclusive");
   const std::string junit = reports::junitXml({cdoc});
   CHECK_THAT(junit, Catch::Contains("<skipped message=\"inconclusive: "));
   CHECK_THAT(junit, !Catch::Contains("<failure"));

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness/loader.h"
-#include "harness/run.h"
+#include "model/run.h"
 
 namespace mw::harness::testing {
 

@@ -1,7 +1,7 @@
 // The scenario prelude's star {} helper: the worlds and roles it writes.
 #include <catch2/catch.hpp>
 
-#include "harness/scenario.h"
+#include "model/scenario.h"
 #include "tests/harness/scenario_text.h"
 
 namespace mw::harness {

@@ -1,13 +1,13 @@
-// Throughput verdicts (harness/throughput.h) on run records made by hand: pass, fail and
+// Throughput verdicts (model/throughput.h) on run records made by hand: pass, fail and
 // inconclusive, and which evidence decides each.
-#include "harness/throughput.h"
+#include "model/throughput.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 
-#include "harness/expectations.h"
+#include "model/expectations.h"
 #include "tests/harness/scenario_text.h"
 
 namespace mw::harness {

@@ -1,0 +1,244 @@
+// The run section of a report (model/report.h): the record's faults, events, workers, series of
+// windows, CPU samples and a summary per world, and reading them back.
+#include <cmath>
+#include <stdexcept>
+
+#include "model/json_fields.h"
+#include "model/report.h"
+
+namespace mw::harness {
+
+using json = nlohmann::json;
+using json_fields::known;
+
+namespace {
+
+double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
+double r6(double v) { return std::round(v * 1e6) / 1e6; }
+
+}  // namespace
+
+json runJson(const Scenario& s, const RunRecord& r) {
+  json run;
+  run["duration_s"] = r.duration;
+  run["elapsed_s"] = r3(r.elapsed);
+  run["startup_s"] = r3(r.startup);
+  run["interrupted"] = r.interrupted;
+  run["harness_cpu_s"] = r3(r.harness_cpu);
+  run["workers_cpu_s"] = r3(r.workers_cpu);
+  run["harness_errors"] = r.harness_errors;
+  run["leftover_processes"] = r.leftover_processes;
+  run["leftover_namespaces"] = r.leftover_namespaces;
+  run["leftover_files"] = r.leftover_files;
+  run["faults"] = json::array();
+  for (const auto& f : r.faults) {
+    run["faults"].push_back({{"action", f.action},
+                             {"kind", faultKindName(f.kind)},
+                             {"role", f.role},
+                             {"where", f.where},
+                             {"planned_s", r3(f.planned)},
+                             {"sent_s", r3(f.sent)},
+                             {"acked_s", r3(f.acked)},
+                             {"outcome", f.outcomeText()},
+                             {"note", f.note},
+                             {"worlds", f.worlds},
+                             {"ends_role", f.ends_role},
+                             {"gone_s", r3(f.gone)}});
+  }
+  run["events"] = json::array();
+  for (const auto& e : r.events) {
+    run["events"].push_back({{"t_s", r3(e.t)},
+                             {"role", e.role},
+                             {"world", e.world},
+                             {"kind", eventKindText(e.kind)},
+                             {"generation", e.generation},
+                             {"cause", e.cause == Cause::kNone ? "" : causeName(e.cause)},
+                             {"peer", e.peer},
+                             {"detail", e.detail},
+                             {"in_run", r.inRun(e.t)}});
+  }
+  run["workers"] = json::array();
+  for (const auto& w : r.workers) {
+    run["workers"].push_back({{"role", w.role},
+                              {"pid", w.pid},
+                              {"starts", w.starts},
+                              {"exit", w.exit},
+                              {"hung", w.hung},
+                              {"killed_by_scenario", w.killed_by_scenario},
+                              {"stderr_tail", w.stderr_tail},
+                              {"stdout_tail", w.stdout_tail}});
+  }
+  // Per world, per role: columns of 100 ms windows (t is the window's end).
+  json series = json::object();
+  for (const auto& [world, roles] : r.windows) {
+    for (const auto& [role, ws] : roles) {
+      json col = {{"t_s", json::array()},        {"generation", json::array()},
+                  {"bytes", json::array()},      {"ops", json::array()},
+                  {"lat_sum_ns", json::array()}, {"lat_max_ns", json::array()}};
+      for (const auto& w : ws) {
+        col["t_s"].push_back(r3(w.t));
+        col["generation"].push_back(w.generation);
+        col["bytes"].push_back(w.bytes);
+        col["ops"].push_back(w.ops);
+        col["lat_sum_ns"].push_back(w.lat_sum_ns);
+        col["lat_max_ns"].push_back(w.lat_max_ns);
+      }
+      series[world][role] = col;
+    }
+  }
+  run["series"] = series;
+  // Per role: its worker process's CPU and run-queue wait per 100 ms window; and the machine's
+  // busy CPU-seconds since the start (load from outside the scenario is the difference).
+  json cpu = json::object();
+  for (const auto& [role, ws] : r.cpu) {
+    json col = {{"t_s", json::array()}, {"cpu_s", json::array()}, {"wait_s", json::array()}};
+    for (const auto& w : ws) {
+      col["t_s"].push_back(r3(w.t));
+      col["cpu_s"].push_back(r6(w.cpu));
+      col["wait_s"].push_back(r6(w.wait));
+    }
+    cpu[role] = col;
+  }
+  run["cpu"] = cpu;
+  json machine = {{"cpus", r.machine_cpus}, {"t_s", json::array()}, {"busy_s", json::array()}};
+  for (const auto& m : r.machine) {
+    machine["t_s"].push_back(r3(m.t));
+    machine["busy_s"].push_back(r3(m.busy));
+  }
+  run["machine"] = machine;
+  // A summary per world that hooks and readers can use without the raw series.
+  json worlds = json::object();
+  const double ff = firstFault(r);
+  const double warm = static_cast<double>(s.warmup.count()) / 1000.0;
+  for (const auto& [name, w] : s.worlds) {
+    json wj;
+    wj["backend"] = backendName(w.backend);
+    wj["members"] = s.membersOf(name);
+    double broken_at = -1;
+    for (const auto& e : r.events) {
+      if (e.world == name && e.kind == EventKind::kBroken && e.t >= 0 && e.t <= r.elapsed &&
+          (broken_at < 0 || e.t < broken_at)) {
+        broken_at = e.t;
+      }
+    }
+    wj["broken"] = broken_at >= 0;
+    wj["broken_at_s"] = r3(broken_at);
+    auto before = throughputBetween(s, r, name, warm, ff >= 0 ? ff : r.elapsed);
+    auto after = throughputBetween(s, r, name, ff >= 0 ? ff : r.elapsed, r.elapsed);
+    wj["bytes_per_s_before"] = before.mean;
+    wj["bytes_per_s_after"] = after.mean;
+    worlds[name] = wj;
+  }
+  run["worlds"] = worlds;
+  run["first_fault_s"] = r3(ff);
+  return run;
+}
+
+RunRecord runFromJson(const json& run) {
+  if (!run.is_object()) throw std::runtime_error("report: the run section is not an object");
+  RunRecord r;
+  r.duration = run.value("duration_s", 0.0);
+  r.elapsed = run.value("elapsed_s", 0.0);
+  r.startup = run.value("startup_s", 0.0);
+  r.interrupted = run.value("interrupted", false);
+  r.harness_cpu = run.value("harness_cpu_s", 0.0);
+  r.workers_cpu = run.value("workers_cpu_s", 0.0);
+  r.harness_errors = run.value("harness_errors", std::vector<std::string>());
+  r.leftover_processes = run.value("leftover_processes", 0);
+  r.leftover_namespaces = run.value("leftover_namespaces", 0);
+  r.leftover_files = run.value("leftover_files", std::vector<std::string>());
+  for (const auto& f : run.value("faults", json::array())) {
+    FaultRec x;
+    x.action = f.value("action", std::string());
+    const std::string kind = f.value("kind", std::string());
+    const auto fk = parseFaultKind(kind);
+    if (!fk) throw std::runtime_error("run.faults: unknown fault kind '" + kind + "'");
+    x.kind = *fk;
+    x.role = f.value("role", std::string());
+    x.where = f.value("where", std::string());
+    x.planned = f.value("planned_s", 0.0);
+    x.sent = f.value("sent_s", -1.0);
+    x.acked = f.value("acked_s", -1.0);
+    const std::string outcome = f.value("outcome", std::string("pending"));
+    if (!x.setOutcome(outcome))
+      throw std::runtime_error("run.faults: unknown fault outcome '" + outcome + "'");
+    x.note = f.value("note", std::string());
+    x.worlds = f.value("worlds", std::vector<std::string>());
+    // Reports written before the field existed are judged by the rule the harness used then: a
+    // restart, or a kill with any signal but SIGSTOP, SIGCONT, SIGUSR* and SIGHUP.
+    const bool legacy_end =
+        x.kind == FaultKind::kRestart ||
+        (x.kind == FaultKind::kKill && x.action.find("SIGSTOP") == std::string::npos &&
+         x.action.find("SIGCONT") == std::string::npos &&
+         x.action.find("SIGUSR") == std::string::npos &&
+         x.action.find("SIGHUP") == std::string::npos);
+    x.ends_role = f.value("ends_role", legacy_end);
+    x.gone = f.value("gone_s", -1.0);
+    r.faults.push_back(x);
+  }
+  for (const auto& e : run.value("events", json::array())) {
+    EventRec x;
+    x.t = e.value("t_s", 0.0);
+    x.role = e.value("role", std::string());
+    x.world = e.value("world", std::string());
+    const std::string kind = e.value("kind", std::string());
+    const auto ek = parseEventKindText(kind);
+    if (!ek) throw std::runtime_error("run.events: unknown event kind '" + kind + "'");
+    x.kind = *ek;
+    x.generation = e.value("generation", 0ULL);
+    const std::string cause = e.value("cause", std::string());
+    if (!cause.empty()) x.cause = known(parseCause(cause), "run.events: cause");
+    x.peer = e.value("peer", -1);
+    x.detail = e.value("detail", std::string());
+    r.events.push_back(x);
+  }
+  for (const auto& w : run.value("workers", json::array())) {
+    WorkerRec x;
+    x.role = w.value("role", std::string());
+    x.pid = w.value("pid", 0);
+    x.starts = w.value("starts", 0);
+    x.exit = w.value("exit", std::string());
+    x.hung = w.value("hung", false);
+    x.killed_by_scenario = w.value("killed_by_scenario", false);
+    x.stderr_tail = w.value("stderr_tail", std::string());
+    x.stdout_tail = w.value("stdout_tail", std::string());
+    r.workers.push_back(x);
+  }
+  const json series = run.value("series", json::object());
+  for (auto wit = series.begin(); wit != series.end(); ++wit) {
+    for (auto rit = wit.value().begin(); rit != wit.value().end(); ++rit) {
+      const json& c = rit.value();
+      const size_t n = c.at("t_s").size();
+      auto& out = r.windows[wit.key()][rit.key()];
+      for (size_t i = 0; i < n; ++i) {
+        WindowRec w;
+        w.t = c["t_s"][i].get<double>();
+        w.generation = c["generation"][i].get<uint64_t>();
+        w.bytes = c["bytes"][i].get<double>();
+        w.ops = c["ops"][i].get<double>();
+        w.lat_sum_ns = c["lat_sum_ns"][i].get<double>();
+        w.lat_max_ns = c["lat_max_ns"][i].get<double>();
+        out.push_back(w);
+      }
+    }
+  }
+  const json cpu = run.value("cpu", json::object());
+  for (auto it = cpu.begin(); it != cpu.end(); ++it) {
+    const json& c = it.value();
+    auto& out = r.cpu[it.key()];
+    for (size_t i = 0; i < c.at("t_s").size(); ++i) {
+      out.push_back({c["t_s"][i].get<double>(), c.at("cpu_s")[i].get<double>(),
+                     c.at("wait_s")[i].get<double>()});
+    }
+  }
+  const json machine = run.value("machine", json::object());
+  r.machine_cpus = machine.value("cpus", 0);
+  if (machine.contains("t_s")) {
+    for (size_t i = 0; i < machine["t_s"].size(); ++i) {
+      r.machine.push_back({machine["t_s"][i].get<double>(), machine.at("busy_s")[i].get<double>()});
+    }
+  }
+  return r;
+}
+
+}  // namespace mw::harness

@@ -1,0 +1,381 @@
+// mwchaos: runs Lua chaos scenarios against multiworld worker processes and reports which worlds
+// failed, how fast the failures were detected and whether the survivors kept their throughput.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/loader.h"
+#include "harness/orchestrator.h"
+#include "model/expectations.h"
+#include "model/report.h"
+#include "multiworld/multiworld.h"
+#include "mwchaos/cli.h"
+#include "reports/github.h"
+#include "reports/report.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace mw::harness;
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+void onSignal(int) { interrupted = true; }
+
+json environment(const Cli& cli, int gpus) {
+  utsname u{};
+  ::uname(&u);
+  json env;
+  env["host"] = u.nodename;
+  env["kernel"] = std::string(u.sysname) + " " + u.release;
+  env["cores"] = std::thread::hardware_concurrency();
+  env["gpus"] = gpus;
+  env["multiworld_version"] = MW_VERSION;
+  env["nccl_backend"] = MW_CONFIG_WITH_NCCL != 0;
+  env["failpoints"] = mw::failpoints::compiledIn();
+  env["backend_override"] = cli.load.backend.value_or("");
+  return env;
+}
+
+std::string workerPath(const Cli& cli) {
+  if (!cli.worker.empty()) return cli.worker;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / "mw_worker").string();
+}
+
+std::string folderName(const std::string& file, const std::string& name) {
+  std::string base = fs::path(file).stem().string();
+  if (base.empty()) base = name;
+  for (char& c : base) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return base;
+}
+
+// Writes `text` to a new temporary file beside `path` (never following a link there), then
+// renames it over `path`: a reader sees the old report or the whole new one, and a link at `path`
+// is replaced, never written through. Says why on stderr and returns false on any failure.
+bool writeFile(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && mw::reports::writeAll(fd, text);
+  const int err = ok ? 0 : errno;
+  if (fd >= 0 && ::close(fd) != 0 && ok) ok = false;
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false;
+  if (!ok) {
+    std::fprintf(stderr, "mwchaos: cannot write %s: %s\n", path.c_str(),
+                 std::strerror(err != 0 ? err : errno));
+    if (fd >= 0) ::unlink(tmp.c_str());
+  }
+  return ok;
+}
+
+// Whether files can be made in `dir` (created if missing): a probe file is made and removed.
+// `why` says what failed otherwise.
+bool writableDir(const fs::path& dir, std::string* why) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    *why = ec.message();
+    return false;
+  }
+  std::string probe = (dir / ".mwchaos-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
+}
+
+// Writes the formats asked for into `dir`; false when any could not be written.
+bool writeReports(const Cli& cli, const fs::path& dir, const Report& report) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  bool ok = true;
+  if (cli.formats.count("json")) {
+    ok = writeFile(dir / "report.json", toJson(report).dump(1) + "\n") && ok;
+  }
+  if (cli.formats.count("junit")) {
+    ok = writeFile(dir / "junit.xml", mw::reports::junitXml({report})) && ok;
+  }
+  if (cli.formats.count("html")) {
+    ok = writeFile(dir / "report.html", mw::reports::html(report)) && ok;
+  }
+  return ok;
+}
+
+void printVerdict(const Report& report, const fs::path& dir, const Cli& cli, bool written) {
+  std::string upper = verdictStatusName(report.verdict());
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::printf("%s  %s\n", upper.c_str(), report.scenario.name.c_str());
+  if (!report.why.empty()) std::printf("      %s\n", report.why.c_str());
+  for (const auto& e : report.verdicts) {
+    if (e.status == VerdictStatus::kPass && cli.verbosity < 1) continue;
+    std::printf("      %-7s %s: %s\n", verdictStatusName(e.status), e.name.c_str(),
+                e.message.c_str());
+  }
+  if (!written) {
+    std::printf("      report: NOT WRITTEN to %s (see the error above)\n", dir.c_str());
+  } else if (cli.formats.count("html")) {
+    std::printf("      report: %s\n", (dir / "report.html").c_str());
+  } else if (cli.formats.count("json")) {
+    std::printf("      report: %s\n", (dir / "report.json").c_str());
+  }
+  std::fflush(stdout);
+}
+
+void printErrors(const std::vector<std::string>& errors) {
+  for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
+}
+
+// Loads every scenario named by the command line; prints the errors of those that are invalid.
+// Returns kExitUsage when any is, else kExitPass; kExitInterrupted, at once, on a signal (scenario
+// code stuck in a loop or a pattern stops when it comes: LuaLimits::interrupted).
+int loadAll(const Cli& cli, std::vector<std::pair<std::string, LoadedScenario>>* loaded) {
+  auto files = scenarioFiles(cli.paths);
+  if (!files) return kExitUsage;
+  int rc = kExitPass;
+  for (const auto& f : *files) {
+    auto r = loadScenario(f, cli.load);
+    if (interrupted.load()) {
+      printErrors(r.errors);  // where the scenario's code was when it stopped
+      std::fprintf(stderr, "mwchaos: interrupted while loading %s\n", f.c_str());
+      return kExitInterrupted;
+    }
+    if (!r.loaded) {
+      printErrors(r.errors);
+      rc = kExitUsage;
+    } else {
+      loaded->emplace_back(f, std::move(*r.loaded));
+    }
+  }
+  return rc;
+}
+
+int validate(const Cli& cli) {
+  std::vector<std::pair<std::string, LoadedScenario>> loaded;
+  int rc = loadAll(cli, &loaded);
+  for (const auto& [f, l] : loaded) {
+    const Scenario& s = l.scenario;
+    std::printf("OK  %s: %s (%zu worlds, %zu roles, %zu faults, %.1f s)\n", f.c_str(),
+                s.name.c_str(), s.worlds.size(), s.roles.size(), s.timeline.size(),
+                static_cast<double>(s.duration.count()) / 1000.0);
+  }
+  return rc;
+}
+
+// The exit code of one scenario's verdict.
+int exitFor(VerdictStatus verdict) {
+  switch (verdict) {
+    case VerdictStatus::kPass:
+      return kExitPass;
+    case VerdictStatus::kSkipped:
+      return kExitUnavailable;
+    case VerdictStatus::kInconclusive:
+      return kExitInconclusive;
+    case VerdictStatus::kFail:
+    case VerdictStatus::kError:
+      break;
+  }
+  return kExitFail;
+}
+
+// Runs `l` once and judges it; a harness bug becomes a report that says so.
+Report runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, RunResult* out) {
+  const Scenario& s = l.scenario;
+  RunResult& res = *out;
+  res = RunResult();
+  Outcome outcome = Outcome::kCompleted;
+  std::vector<Verdict> verdicts;
+  try {
+    res = runScenario(s, ro);
+    outcome = res.outcome;
+    if (outcome == Outcome::kCompleted) {
+      verdicts = evaluate(s, res.record);
+      if (s.expect.has_check) {
+        auto [ok, msg] = l.callCheck(runJson(s, res.record).dump());
+        if (!ok && ro.interrupted != nullptr && ro.interrupted->load()) {  // stopped by the signal
+          res.outcome = Outcome::kInterrupted;
+          res.why = "interrupted while the expect.check hook ran: " + msg;
+          return makeReport(s, res.record, {}, Outcome::kInterrupted, res.why, env);
+        }
+        verdicts.push_back({kCheckHookVerdict,
+                            "",
+                            ok ? VerdictStatus::kPass : VerdictStatus::kFail,
+                            "",
+                            "",
+                            msg,
+                            s.expect.where,
+                            {}});
+      }
+    }
+  } catch (const std::exception& e) {  // a bug of the harness: still a report that says so
+    outcome = Outcome::kHarnessError;
+    res.outcome = Outcome::kHarnessError;
+    res.why = std::string("internal error of the harness: ") + e.what();
+    verdicts.clear();
+  }
+  return makeReport(s, res.record, std::move(verdicts), outcome, res.why, env);
+}
+
+int run(const Cli& cli) {
+  // Validate everything first: a typo in the tenth file should not wait for nine runs.
+  std::vector<std::pair<std::string, LoadedScenario>> loaded;
+  int rc = loadAll(cli, &loaded);
+  if (rc != kExitPass) return rc;
+  const std::string worker = workerPath(cli);
+  if (::access(worker.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "mwchaos: the worker program %s is missing or not executable (build "
+                 "the mw_worker target, or pass --worker PATH)\n",
+                 worker.c_str());
+    return kExitUnavailable;
+  }
+  const fs::path out = cli.out.empty() ? fs::path("mwchaos-out") : fs::path(cli.out);
+  // Reports that cannot be written are found before any scenario runs, not after a soak.
+  if (std::string why; !writableDir(out, &why)) {
+    std::fprintf(stderr, "mwchaos: cannot write reports to %s: %s; nothing was run\n", out.c_str(),
+                 why.c_str());
+    return kExitUnavailable;
+  }
+  // Through the CUDA runtime the library loads when it is there (multiworld/gpu.h): mwchaos
+  // does not link it, and starts on machines without it (0 GPUs).
+  const int gpus = mw::visibleGpuCount();
+  const json env = environment(cli, gpus);
+  RunOptions ro;
+  ro.worker_path = worker;
+  ro.verbosity = cli.verbosity;
+  ro.tty = ::isatty(2) != 0;
+  ro.interrupted = &interrupted;
+  ro.gpus = gpus;
+  std::vector<Report> reports;
+  std::set<std::string> used;
+  bool all_written = true;  // a gate must not pass on a report that is not there
+  for (auto& [file, l] : loaded) {
+    const Scenario& s = l.scenario;
+    RunResult res;
+    Report report = runOnce(l, ro, env, &res);
+    // An inconclusive verdict, and only that, may be run again: the earlier runs' reasons stay in
+    // the report, and each rerun is printed.
+    std::vector<EarlierRun> earlier;
+    while (report.verdict() == VerdictStatus::kInconclusive &&
+           static_cast<int>(earlier.size()) < cli.rerun_inconclusive && !interrupted.load()) {
+      EarlierRun e;
+      for (const auto& v : report.verdicts) {
+        if (v.status == VerdictStatus::kInconclusive)
+          e.inconclusive.push_back(v.name + ": " + v.message);
+      }
+      earlier.push_back(e);
+      std::printf("RERUN %s: inconclusive, run %zu of at most %d\n", s.name.c_str(),
+                  earlier.size() + 1, cli.rerun_inconclusive + 1);
+      std::fflush(stdout);
+      report = runOnce(l, ro, env, &res);
+    }
+    report.earlier_runs = std::move(earlier);
+    std::string folder = folderName(s.file, s.name);
+    while (used.count(folder)) folder += "_";
+    used.insert(folder);
+    const bool written = writeReports(cli, out / folder, report);
+    all_written = all_written && written;
+    printVerdict(report, out / folder, cli, written);
+    if (cli.formats.count("github"))
+      std::fputs(mw::reports::githubAnnotations(report).c_str(), stdout);
+    rc = combineExit(rc, exitFor(report.verdict()));
+    reports.push_back(std::move(report));
+    if (res.outcome == Outcome::kInterrupted) {
+      std::fprintf(stderr, "mwchaos: interrupted; every worker was stopped\n");
+      if (cli.formats.count("junit")) writeFile(out / "junit.xml", mw::reports::junitXml(reports));
+      return kExitInterrupted;
+    }
+  }
+  if (cli.formats.count("junit")) {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    all_written = writeFile(out / "junit.xml", mw::reports::junitXml(reports)) && all_written;
+  }
+  if (std::string why;
+      cli.formats.count("github") && !mw::reports::appendGithubSummary(reports, &why)) {
+    std::fprintf(stderr, "mwchaos: the GitHub job summary was not written: %s\n", why.c_str());
+    all_written = false;
+  }
+  if (!all_written) {
+    std::fprintf(stderr, "mwchaos: some reports could not be written; exit %d\n", kExitUnavailable);
+    return rc == kExitUsage ? rc : kExitUnavailable;
+  }
+  return rc;
+}
+
+int report(const Cli& cli) {
+  if (cli.paths.size() != 1) return usageError("report takes one report.json");
+  const std::string path = cli.paths[0];
+  std::ifstream f(path);
+  if (!f) return usageError("cannot read " + path);
+  try {
+    Report fresh = rejudge(reportFromJson(json::parse(f)));
+    fs::path dir = cli.out.empty() ? fs::path(path).parent_path() : fs::path(cli.out);
+    if (dir.empty()) dir = ".";
+    bool written = writeReports(cli, dir, fresh);
+    printVerdict(fresh, dir, cli, written);
+    if (cli.formats.count("github")) {
+      std::fputs(mw::reports::githubAnnotations(fresh).c_str(), stdout);
+      std::string why;
+      if (!mw::reports::appendGithubSummary({fresh}, &why)) {
+        std::fprintf(stderr, "mwchaos: the GitHub job summary was not written: %s\n", why.c_str());
+        written = false;
+      }
+    }
+    if (!written) return kExitUnavailable;
+    return exitFor(fresh.verdict());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mwchaos: %s: %s\n", path.c_str(), e.what());
+    return kExitUsage;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli;
+  if (int rc = parseCli(argc, argv, cli); rc >= 0) return rc;
+  cli.load.lua.interrupted = &interrupted;
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a worker that died must not take the harness with it
+  if (cli.command == "list") {
+    std::fputs(describeApi().c_str(), stdout);
+    return kExitPass;
+  }
+  try {
+    if (cli.command == "validate") return validate(cli);
+    if (cli.command == "report") return report(cli);
+    return run(cli);
+  } catch (const std::exception& e) {  // never an abort: a gate reads the exit code
+    std::fprintf(stderr, "mwchaos: internal error: %s\n", e.what());
+    return kExitUnavailable;
+  }
+}
