@@ -41,7 +41,7 @@ Watchdog::~Watchdog() {
 
 void Watchdog::addJoining(std::shared_ptr<World> world) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Entry e{std::move(world), Clock::now()};
     e.joining = true;
     entries_.push_back(std::move(e));
@@ -51,7 +51,7 @@ void Watchdog::addJoining(std::shared_ptr<World> world) {
 
 void Watchdog::add(std::shared_ptr<World> world) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = std::find_if(entries_.begin(), entries_.end(),
                            [&](const Entry& e) { return e.world == world; });
     if (it != entries_.end()) {
@@ -65,7 +65,7 @@ void Watchdog::add(std::shared_ptr<World> world) {
 }
 
 void Watchdog::remove(const World* world) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(entries_, [&](const Entry& e) { return e.world.get() == world; });
 }
 
@@ -178,7 +178,7 @@ void Watchdog::loop(std::stop_token st) {
   std::vector<const World*> owners;
   while (!st.stop_requested()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
       owners.assign(1, nullptr);
       for (const auto& e : entries_) {
@@ -190,7 +190,7 @@ void Watchdog::loop(std::stop_token st) {
     }
     int timeout = 0;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       timeout = pollTimeoutMs(Clock::now());
     }
     const auto t = LatenessMeter::Instant::now();
@@ -202,11 +202,11 @@ void Watchdog::loop(std::stop_token st) {
       ssize_t rc = ::read(wake_fd_, &v, sizeof(v));
       (void)rc;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto instant = LatenessMeter::Instant::now();
     lateness_.ran(instant);  // time this thread was stopped or preempted is not the store's silence
     const auto now = instant.wall;
-    std::erase_if(entries_, [&](Entry& e) {
+    std::erase_if(entries_, [&](Entry& e) MW_REQUIRES(mu_) {
       short revents = 0;
       for (size_t i = 1; i < fds.size(); ++i) {
         if (owners[i] == e.world.get()) revents = fds[i].revents;
