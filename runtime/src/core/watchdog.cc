@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+#include <cerrno>
 
 #include "core/thread_name.h"
+#include "store/socket.h"
 
 namespace mw::detail {
 
@@ -26,8 +26,10 @@ long long msSince(Clock::time_point t, Clock::time_point now) {
 Watchdog::Watchdog() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
-    std::perror("multiworld: eventfd for the watchdog");
-    std::abort();  // no fd at construction: the process is out of descriptors
+    // An environment failure, not a bug: reported to whoever initializes a world.
+    start_status_ = Status(Code::kIoError,
+                           "cannot create an eventfd for the watchdog: " + store::errnoText(errno));
+    return;
   }
   thread_ = std::jthread([this](std::stop_token st) { loop(st); });
 }
@@ -36,7 +38,7 @@ Watchdog::~Watchdog() {
   thread_.request_stop();
   wake();
   if (thread_.joinable()) thread_.join();
-  ::close(wake_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 void Watchdog::addJoining(std::shared_ptr<World> world) {

@@ -18,8 +18,14 @@ namespace mw::detail {
 // Thread rules: add/remove/wake from any thread.
 class Watchdog {
  public:
+  // Starts the thread. Without an eventfd (the process is out of descriptors) it starts none, and
+  // startStatus() says why.
   Watchdog();
   ~Watchdog();  // stops and joins the thread
+
+  // OK once the thread runs; kIoError when the watchdog could not start (no world can be watched
+  // then: WorldManager's init fails with it).
+  const Status& startStatus() const { return start_status_; }
 
   // Sends `world`'s heartbeats while it connects its members, and nothing else until add(): the
   // store times every member's silence from the moment all have joined its link, and connecting
@@ -54,6 +60,7 @@ class Watchdog {
   Clock::time_point silenceDeadline(const Entry& e) const;
 
   int wake_fd_ = -1;
+  Status start_status_;
   Mutex mu_;
   std::vector<Entry> entries_ MW_GUARDED_BY(mu_);
   LatenessMeter lateness_;  // the watchdog thread only

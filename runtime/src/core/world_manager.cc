@@ -246,6 +246,7 @@ Status checkDescriptors(const WorldOptions& o) {
 Result<std::shared_ptr<detail::World>> WorldManager::Impl::reserve(const WorldOptions& o) {
   MW_RETURN_IF_ERROR(validate(o));
   MW_RETURN_IF_ERROR(checkDescriptors(o));
+  MW_RETURN_IF_ERROR(watchdog_->startStatus());
   MutexLock lock(mu_);
   if (auto it = worlds_.find(o.name); it != worlds_.end()) {
     return Status(Code::kInvalidUsage, "world '" + o.name + "' already exists (state " +

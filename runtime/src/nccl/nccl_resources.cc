@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "core/thread_name.h"
 #include "nccl/nccl_backend.h"
 #include "nccl/nccl_loader.h"
@@ -27,6 +28,7 @@ struct AbortCount {
   void done() MW_EXCLUDES(mu) {
     {
       MutexLock lock(mu);
+      MW_CHECK(running > 0);  // each done() follows its add()
       --running;
     }
     cv.notify_all();
