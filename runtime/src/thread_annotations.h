@@ -14,6 +14,7 @@
 //   MW_ACQUIRE(mu...)          on a function: it returns with `mu` held (no argument: `this`).
 //   MW_RELEASE(mu...)          on a function: it returns with `mu` released (no argument: `this`).
 //   MW_TRY_ACQUIRE(ok, mu...)  on a function: it holds `mu` when it returns `ok`.
+//   MW_ASSERT_HELD(mu)         on a function: it returns only if `mu` is held (a run-time check).
 //   MW_NO_THREAD_SAFETY_ANALYSIS  on a function: not checked. For the few places the analysis
 //                              cannot follow (a lock held across a callback); say why beside it.
 //
