@@ -4,10 +4,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "multiworld/status.h"
 #include "multiworld/work.h"
 
@@ -15,9 +15,9 @@ namespace mw::detail {
 
 // Wakes one waitAny call when any of the works it watches completes.
 struct AnyWaiter {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  bool fired = false;  // GUARDED_BY(mu)
+  bool fired MW_GUARDED_BY(mu) = false;
 };
 
 struct WorkState;
@@ -42,8 +42,8 @@ struct WorkState {
   explicit WorkState(std::string world_name) : world(std::move(world_name)) {}
 
   // Completes the work with `s` unless it has completed already. Returns whether this call did.
-  bool complete(Status s);
-  bool isDone() const;
+  bool complete(Status s) MW_EXCLUDES(mu);
+  bool isDone() const MW_EXCLUDES(mu);
   // Calls driver's expedite() the first time, unless the work is done or there is no driver.
   void expediteOnce();
 
@@ -57,11 +57,11 @@ struct WorkState {
   Clock::time_point submitted{};
   // Whether test() or waitAny has expedited the work (once is enough).
   std::atomic<bool> expedited{false};
-  mutable std::mutex mu;
+  mutable Mutex mu;
   std::condition_variable cv;
-  bool done = false;                    // GUARDED_BY(mu)
-  Status status;                        // GUARDED_BY(mu)
-  std::vector<AnyWaiter*> any_waiters;  // GUARDED_BY(mu)
+  bool done MW_GUARDED_BY(mu) = false;
+  Status status MW_GUARDED_BY(mu);
+  std::vector<AnyWaiter*> any_waiters MW_GUARDED_BY(mu);
 };
 
 // The library's access to what a Work hides from its users.

@@ -58,7 +58,7 @@ void DeferredWake::at(Clock::time_point when) {
   // A time that has come is a wake-up now: an eventfd write, where a timer set in the past would
   // cost a timerfd_settime (and reprogram the CPU's timer) to fire at once anyway.
   if (when <= Clock::now()) return now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (armed_ && armed_for_ <= when) return;
   itimerspec s = absolute(when);
   if (::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &s, nullptr) != 0) {
@@ -70,7 +70,7 @@ void DeferredWake::at(Clock::time_point when) {
 }
 
 void DeferredWake::cancel() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!armed_) return;
   itimerspec off{};
   ::timerfd_settime(timer_fd_, 0, &off, nullptr);  // an expiration already counted stays
@@ -82,7 +82,7 @@ void DeferredWake::wait() {
   while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
   }
   drain(event_fd_);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Setting the timer clears its expiration count, so a count read here is for the time armed
   // now (or for one since cancelled, which only costs this wake-up).
   if (drain(timer_fd_)) armed_ = false;

@@ -16,8 +16,7 @@
 // one worker thread.
 #pragma once
 
-#include <mutex>
-
+#include "base/mutex.h"
 #include "multiworld/status.h"
 
 namespace mw::detail {
@@ -33,19 +32,19 @@ class DeferredWake {
   // Wakes the worker now (or makes its next wait() return at once).
   void now();
   // Wakes the worker at `when` (at once if it has passed), unless an earlier time is already set.
-  void at(Clock::time_point when);
+  void at(Clock::time_point when) MW_EXCLUDES(mu_);
   // Drops the time set by at(), unless it has come already. A wake-up from now() stays.
-  void cancel();
+  void cancel() MW_EXCLUDES(mu_);
   // Blocks until now() was called or the time given to at() came, then clears both. The worker
   // re-checks its state after every return (a wake-up may be one it no longer needs).
-  void wait();
+  void wait() MW_EXCLUDES(mu_);
 
  private:
   int event_fd_ = -1;
   int timer_fd_ = -1;
-  std::mutex mu_;
-  bool armed_ = false;             // GUARDED_BY(mu_)
-  Clock::time_point armed_for_{};  // GUARDED_BY(mu_)
+  Mutex mu_;
+  bool armed_ MW_GUARDED_BY(mu_) = false;
+  Clock::time_point armed_for_ MW_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace mw::detail

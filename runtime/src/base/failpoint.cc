@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/mutex.h"
 #include "multiworld/failpoints.h"
 
 #if MW_CONFIG_WITH_FIU
@@ -56,8 +57,8 @@ Status unavailable() {
 #endif
 
 #if MW_CONFIG_WITH_FIU
-std::mutex control_mu;
-std::string control_path;  // GUARDED_BY(control_mu)
+Mutex control_mu;
+std::string control_path MW_GUARDED_BY(control_mu);
 #endif
 
 }  // namespace
@@ -119,7 +120,7 @@ Result<std::string> openControl(const std::string& prefix) {
 #if MW_CONFIG_WITH_FIU
   if (prefix.empty()) return Status(Code::kInvalidArgument, "failpoint control prefix is empty");
   detail::initFailPoints();
-  std::lock_guard lock(control_mu);
+  MutexLock lock(control_mu);
   if (!control_path.empty()) {
     return Status(Code::kInvalidUsage,
                   "the failpoint control fifo is open already at " + control_path);

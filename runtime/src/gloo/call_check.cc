@@ -84,14 +84,14 @@ std::string CallCheck::keyOf(const Call& c, int rank) const {
 
 uint64_t CallCheck::begin(const OpRequest& op, uint64_t number) {
   auto now = Clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t id = next_id_++;
   running_.emplace(id, Suspect{callOf(op, number), now, now + after_, after_, false});
   return id;
 }
 
 void CallCheck::end(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = running_.find(id);
   if (it == running_.end()) return;
   if (it->second.published) unpublish_.push_back(keyOf(it->second.call, rank_));
@@ -99,7 +99,7 @@ void CallCheck::end(uint64_t id) {
 }
 
 void CallCheck::tick(Clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopped_) return;
   bool work = !unpublish_.empty();
   for (const auto& [id, s] : running_) work = work || now >= s.next;
@@ -111,7 +111,7 @@ void CallCheck::tick(Clock::time_point now) {
 
 void CallCheck::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
     thread_.request_stop();  // under mu_: read by run()'s wait predicate, under mu_
   }
@@ -121,9 +121,9 @@ void CallCheck::stop() {
 
 void CallCheck::run(std::stop_token st) {
   nameThisThread("mw-callcheck");
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return due_ || st.stop_requested(); });
+    cv_.wait(lock.native(), [&]() MW_REQUIRES(mu_) { return due_ || st.stop_requested(); });
     if (st.stop_requested()) return;
     due_ = false;
     std::vector<std::string> unpublish = std::move(unpublish_);

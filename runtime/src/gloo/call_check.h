@@ -17,12 +17,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/mutex.h"
 #include "multiworld/store.h"
 
 namespace mw::detail {
@@ -40,14 +40,14 @@ class CallCheck {
   // Operation `op` of this member started waiting for its peers. `number` is what both sides count
   // alike: the n-th message from its sender to its receiver on its tag (send/recv), or the world's
   // collective sequence number (collectives). Returns an id for end(). Never blocks on the network.
-  uint64_t begin(const OpRequest& op, uint64_t number);
+  uint64_t begin(const OpRequest& op, uint64_t number) MW_EXCLUDES(mu_);
   // The operation completed or failed. Never blocks on the network.
-  void end(uint64_t id);
+  void end(uint64_t id) MW_EXCLUDES(mu_);
   // Called often (by the watchdog, about every heartbeat_timeout / 10): starts the checks that are
   // due. Never blocks on the network.
-  void tick(Clock::time_point now);
+  void tick(Clock::time_point now) MW_EXCLUDES(mu_);
   // Ends the checks and joins their thread (waits at most for one store call). Idempotent.
-  void stop();
+  void stop() MW_EXCLUDES(mu_);
 
   // What of a call its peers must agree on.
   struct Call {
@@ -87,14 +87,14 @@ class CallCheck {
   BackendErrorHandler on_error_;
   const Clock::duration after_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  uint64_t next_id_ = 1;                 // GUARDED_BY(mu_)
-  std::map<uint64_t, Suspect> running_;  // GUARDED_BY(mu_)
-  std::vector<std::string> unpublish_;   // GUARDED_BY(mu_): keys of ended operations
-  bool due_ = false;                     // GUARDED_BY(mu_)
-  bool stopped_ = false;                 // GUARDED_BY(mu_)
-  std::jthread thread_;                  // started by the first tick with work
+  uint64_t next_id_ MW_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Suspect> running_ MW_GUARDED_BY(mu_);
+  std::vector<std::string> unpublish_ MW_GUARDED_BY(mu_);  // keys of ended operations
+  bool due_ MW_GUARDED_BY(mu_) = false;
+  bool stopped_ MW_GUARDED_BY(mu_) = false;
+  std::jthread thread_;  // started by the first tick with work
 };
 
 }  // namespace mw::detail

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "base/mutex.h"
+
 namespace mw::detail {
 
 namespace {
@@ -92,7 +94,7 @@ void Buf::clearInterrupt(bool send) {
 std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
   std::shared_ptr<gloo::Context> ctx;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (aborted_ || !ctx_) throw AbortedError{};
     for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
       if ((*it)->data() == ptr && (*it)->bytes() == bytes) {
@@ -104,21 +106,21 @@ std::unique_ptr<Buf> Channel::buffer(void* ptr, size_t bytes) {
     ctx = ctx_;  // only a new buffer needs the context: reuse, the common case, never copies it
   }
   auto ub = ctx->createUnboundBuffer(ptr, bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (aborted_) throw AbortedError{};
   live_.insert(ub.get());
   return std::make_unique<Buf>(this, std::move(ub));
 }
 
 void Channel::adopt(gloo::transport::UnboundBuffer* ub) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (aborted_) throw AbortedError{};
   live_.insert(ub);
 }
 
 void Channel::recycle(std::unique_ptr<Buf> b) {
   std::unique_ptr<Buf> dropped;  // destroyed after the lock is released (~Buf takes it)
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (aborted_) {
     dropped = std::move(b);
     return;
@@ -132,7 +134,7 @@ void Channel::recycle(std::unique_ptr<Buf> b) {
 
 void Channel::abortAll() {
   std::deque<std::unique_ptr<Buf>> idle;  // destroyed after the lock is released
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   aborted_ = true;
   for (auto* ub : live_) {
     ub->abortWaitRecv();
@@ -143,18 +145,18 @@ void Channel::abortAll() {
 
 void Channel::detach() {
   std::shared_ptr<gloo::Context> ctx;  // released after the lock
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   aborted_ = true;
   ctx.swap(ctx_);
 }
 
 bool Channel::aborted() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return aborted_;
 }
 
 void Channel::unregister(gloo::transport::UnboundBuffer* ub) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   live_.erase(ub);
 }
 

@@ -20,10 +20,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_set>
 
+#include "base/mutex.h"
 #include "multiworld/status.h"
 
 namespace mw::detail {
@@ -78,22 +78,22 @@ class Channel {
 
   // A buffer over [ptr, ptr+bytes): an idle one given back by recycle() if there is one, else a
   // new one. Throws AbortedError once the channel is aborted.
-  std::unique_ptr<Buf> buffer(void* ptr, size_t bytes);
+  std::unique_ptr<Buf> buffer(void* ptr, size_t bytes) MW_EXCLUDES(mu_);
   // Gives back a buffer whose every posted send and receive was waited for (the operation that
   // used it succeeded); it is kept for reuse (the kSpare most recent ones) or dropped. Any other
   // buffer must be dropped instead.
-  void recycle(std::unique_ptr<Buf> b);
+  void recycle(std::unique_ptr<Buf> b) MW_EXCLUDES(mu_);
   // Registers a buffer made elsewhere (Gloo's own all_reduce's output), so that abortAll interrupts
   // waits on it; release() it before it is destroyed. Throws AbortedError once aborted (the buffer
   // is not adopted then).
-  void adopt(gloo::transport::UnboundBuffer* ub);
-  void release(gloo::transport::UnboundBuffer* ub) { unregister(ub); }
+  void adopt(gloo::transport::UnboundBuffer* ub) MW_EXCLUDES(mu_);
+  void release(gloo::transport::UnboundBuffer* ub) MW_EXCLUDES(mu_) { unregister(ub); }
   // Interrupts every current and future wait and drops the idle buffers. Idempotent.
-  void abortAll();
+  void abortAll() MW_EXCLUDES(mu_);
   // Lets go of the context (and so of the Gloo device it holds): later buffer() calls throw
   // AbortedError. For the backend's shutdown, once no operation runs and abortAll() was called.
-  void detach();
-  bool aborted() const;
+  void detach() MW_EXCLUDES(mu_);
+  bool aborted() const MW_EXCLUDES(mu_);
 
   // The deadline for waits of collectives; set by the thread running one before it starts.
   void setDeadline(Deadline d) { deadline_ = d; }
@@ -101,16 +101,16 @@ class Channel {
 
  private:
   friend class Buf;
-  void unregister(gloo::transport::UnboundBuffer* ub);
+  void unregister(gloo::transport::UnboundBuffer* ub) MW_EXCLUDES(mu_);
 
   static constexpr size_t kSpare = 16;
 
-  std::shared_ptr<gloo::Context> ctx_;  // GUARDED_BY(mu_); null once detached
-  mutable std::mutex mu_;
-  std::unordered_set<gloo::transport::UnboundBuffer*> live_;  // GUARDED_BY(mu_)
-  std::deque<std::unique_ptr<Buf>> spare_;                    // GUARDED_BY(mu_), oldest first
-  bool aborted_ = false;                                      // GUARDED_BY(mu_)
-  Deadline deadline_{};                                       // executor thread only
+  std::shared_ptr<gloo::Context> ctx_ MW_GUARDED_BY(mu_);  // null once detached
+  mutable Mutex mu_;
+  std::unordered_set<gloo::transport::UnboundBuffer*> live_ MW_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Buf>> spare_ MW_GUARDED_BY(mu_);  // oldest first
+  bool aborted_ MW_GUARDED_BY(mu_) = false;
+  Deadline deadline_{};  // executor thread only
 };
 
 }  // namespace mw::detail

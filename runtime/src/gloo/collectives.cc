@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "gloo/call_check.h"
 #include "gloo/reduce.h"
 
@@ -498,6 +499,7 @@ gloo::AllreduceOptions& NativeOptionsCache::get(const OpRequest& op,
       setData<int32_t>(o, op, std::move(out));
       break;
     default:
+      MW_CHECK(op.in.dtype == DType::kInt64);  // native() admits these four types only
       setData<int64_t>(o, op, std::move(out));
       break;
   }

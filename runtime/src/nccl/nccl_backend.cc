@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/thread_name.h"
 #include "nccl/nccl_loader.h"
 #include "nccl/nccl_ops.h"
@@ -72,8 +73,8 @@ class NcclBackend final : public Backend {
 
   ~NcclBackend() override { shutdown(); }
 
-  void submit(OpRequest op, bool /*caller_waits*/) override {
-    std::unique_lock lock(mu_);
+  void submit(OpRequest op, bool /*caller_waits*/) override MW_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     // Under mu_: shutdown destroys the events only after abort, which a submit sees here.
     Status s = abort_reason_ ? *abort_reason_ : orderAfterCaller(op);
     if (!s.ok()) {
@@ -86,10 +87,10 @@ class NcclBackend final : public Backend {
     cv_.notify_one();
   }
 
-  void abort(const Status& reason) override {
+  void abort(const Status& reason) override MW_EXCLUDES(mu_) {
     std::deque<OpRequest> dropped;  // never launched: nothing on the GPU uses their memory
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (abort_reason_) return;
       abort_reason_ = reason;
       aborting_.store(true);  // a launch in progress sees it (settle)
@@ -102,9 +103,9 @@ class NcclBackend final : public Backend {
     }
   }
 
-  void shutdown() override {
+  void shutdown() override MW_EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (shut_down_) return;
       shut_down_ = true;
     }
@@ -140,12 +141,12 @@ class NcclBackend final : public Backend {
   void releaseCudaObjects(bool gpu_done);
   // Records op.ready on op.stream in the submitting thread (the CUDA stream contract,
   // multiworld/cuda_stream.h). kInvalidArgument when CUDA refuses the stream.
-  Status orderAfterCaller(OpRequest& op);
+  Status orderAfterCaller(OpRequest& op) MW_REQUIRES(mu_);
   // An event of this world's device from the pool (nullptr when CUDA cannot make one); the
   // calling thread's current device must be the world's. giveEvent(nullptr) does nothing.
-  cudaEvent_t takeEvent();
-  void giveEvent(cudaEvent_t e);
-  Status abortReason();
+  cudaEvent_t takeEvent() MW_EXCLUDES(events_mu_);
+  void giveEvent(cudaEvent_t e) MW_EXCLUDES(events_mu_);
+  Status abortReason() MW_EXCLUDES(mu_);
 
   const NcclConfig cfg_;
   const NcclApi& api_ = ncclApi();     // loaded before any backend is built
@@ -155,22 +156,22 @@ class NcclBackend final : public Backend {
   std::atomic<bool> aborting_{false};  // abort_reason_ is set: read without mu_ while launching
   BackendErrorHandler on_error_;
   const OpFailPoints failpoints_;
-  std::optional<Injection> async_injection_;  // executor thread only
-  std::mutex events_mu_;                      // taken inside mu_, never around it
-  std::vector<cudaEvent_t> events_;           // GUARDED_BY(events_mu_): all, for shutdown
-  std::vector<cudaEvent_t> free_events_;      // GUARDED_BY(events_mu_)
+  std::optional<Injection> async_injection_;                   // executor thread only
+  Mutex events_mu_;                                            // taken inside mu_, never around it
+  std::vector<cudaEvent_t> events_ MW_GUARDED_BY(events_mu_);  // all, for shutdown
+  std::vector<cudaEvent_t> free_events_ MW_GUARDED_BY(events_mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<OpRequest> queue_;         // GUARDED_BY(mu_)
-  std::optional<Status> abort_reason_;  // GUARDED_BY(mu_)
-  bool shut_down_ = false;              // GUARDED_BY(mu_)
+  std::deque<OpRequest> queue_ MW_GUARDED_BY(mu_);
+  std::optional<Status> abort_reason_ MW_GUARDED_BY(mu_);
+  bool shut_down_ MW_GUARDED_BY(mu_) = false;
 
   std::thread executor_;  // last: starts after everything above is built
 };
 
 cudaEvent_t NcclBackend::takeEvent() {
-  std::lock_guard lock(events_mu_);
+  MutexLock lock(events_mu_);
   if (!free_events_.empty()) {
     cudaEvent_t e = free_events_.back();
     free_events_.pop_back();
@@ -184,7 +185,7 @@ cudaEvent_t NcclBackend::takeEvent() {
 
 void NcclBackend::giveEvent(cudaEvent_t e) {
   if (e == nullptr) return;
-  std::lock_guard lock(events_mu_);
+  MutexLock lock(events_mu_);
   free_events_.push_back(e);
 }
 
@@ -231,7 +232,7 @@ Status NcclBackend::orderAfterCaller(OpRequest& op) {
 }
 
 Status NcclBackend::abortReason() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return abort_reason_ ? *abort_reason_
                        : Status(Code::kBackendError, "world '" + cfg_.world + "' failed");
 }
@@ -244,8 +245,11 @@ void NcclBackend::run() {
   for (;;) {
     std::optional<OpRequest> next;
     {
-      std::unique_lock lock(mu_);
-      if (inflight.empty()) cv_.wait(lock, [&] { return abort_reason_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      if (inflight.empty()) {
+        cv_.wait(lock.native(),
+                 [&]() MW_REQUIRES(mu_) { return abort_reason_ || !queue_.empty(); });
+      }
       if (abort_reason_) break;
       if (!queue_.empty() && inflight.size() < kMaxInFlight) {
         next = std::move(queue_.front());
@@ -467,7 +471,7 @@ void NcclBackend::drain(std::deque<InFlight>& inflight) {
 
 void NcclBackend::releaseCudaObjects(bool gpu_done) {
   // Neither call waits for the GPU: queued work still runs, and the event's waits end.
-  std::lock_guard lock(events_mu_);
+  MutexLock lock(events_mu_);
   for (cudaEvent_t e : events_) api_.cudaEventDestroy(e);
   events_.clear();
   free_events_.clear();

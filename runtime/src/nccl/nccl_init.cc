@@ -3,10 +3,10 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/thread_name.h"
 #include "nccl/nccl_backend.h"
 #include "nccl/nccl_loader.h"
@@ -162,10 +162,10 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
   // cancelJoin() ends it. It hands its result over first; a communicator it made and did not use
   // is then aborted on it, and the caller waits for that only briefly (see init).
   struct Handover {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    std::optional<Result<std::shared_ptr<Backend>>> result;  // GUARDED_BY(mu)
-    bool ended = false;                                      // GUARDED_BY(mu)
+    std::optional<Result<std::shared_ptr<Backend>>> result MW_GUARDED_BY(mu);
+    bool ended MW_GUARDED_BY(mu) = false;
   };
   auto handover = std::make_shared<Handover>();
   const int cancel_fd = store::currentCancelFd();
@@ -180,21 +180,23 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
         }
         AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
         {
-          std::lock_guard lock(handover->mu);
+          MutexLock lock(handover->mu);
           handover->result = std::move(r);
         }
         handover->cv.notify_all();
         if (unused != nullptr) ncclApi().ncclCommAbort(unused);
         {
-          std::lock_guard lock(handover->mu);
+          MutexLock lock(handover->mu);
           handover->ended = true;
         }
         handover->cv.notify_all();
       });
-  std::unique_lock lock(handover->mu);
-  handover->cv.wait(lock, [&] { return handover->result.has_value(); });
+  MutexLock lock(handover->mu);
+  handover->cv.wait(lock.native(),
+                    [&]() MW_REQUIRES(handover->mu) { return handover->result.has_value(); });
   const bool ended =
-      handover->cv.wait_until(lock, deadlineIn(kAbortWait), [&] { return handover->ended; });
+      handover->cv.wait_until(lock.native(), deadlineIn(kAbortWait),
+                              [&]() MW_REQUIRES(handover->mu) { return handover->ended; });
   Result<std::shared_ptr<Backend>> result = std::move(*handover->result);
   lock.unlock();
   if (ended) {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/check.h"
 #include "base/thread_name.h"
 #include "nccl/nccl_backend.h"
 #include "nccl/nccl_loader.h"
@@ -16,17 +17,18 @@ namespace {
 // The aborts in flight. Never destroyed: a static WorldManager, or a detached abort thread, may
 // use it after every other static is gone.
 struct AbortCount {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  int running = 0;  // GUARDED_BY(mu)
+  int running MW_GUARDED_BY(mu) = 0;
 
-  void add() {
-    std::lock_guard lock(mu);
+  void add() MW_EXCLUDES(mu) {
+    MutexLock lock(mu);
     ++running;
   }
-  void done() {
+  void done() MW_EXCLUDES(mu) {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
+      MW_CHECK(running > 0);  // each done() follows its add()
       --running;
     }
     cv.notify_all();
@@ -47,8 +49,8 @@ void runAbort(const std::shared_ptr<AbortTicket>& ticket, ncclComm_t comm, int d
 constexpr size_t kScratchChunk = 256;  // slots per cudaMalloc
 
 struct ScratchPool {
-  std::mutex mu;
-  std::map<int, std::vector<int*>> free;  // GUARDED_BY(mu), by device
+  Mutex mu;
+  std::map<int, std::vector<int*>> free MW_GUARDED_BY(mu);  // by device
 };
 ScratchPool& scratchPool() {
   static auto* p = new ScratchPool;  // never freed: its memory outlives every world
@@ -66,13 +68,13 @@ AbortCounted::~AbortCounted() {
 }
 
 bool AbortTicket::waitUntil(Clock::time_point until) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_until(lock, until, [&] { return done_; });
+  MutexLock lock(mu_);
+  return cv_.wait_until(lock.native(), until, [&]() MW_REQUIRES(mu_) { return done_; });
 }
 
 void AbortTicket::finish() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     done_ = true;
   }
   cv_.notify_all();
@@ -94,18 +96,19 @@ std::shared_ptr<AbortTicket> startAbort(ncclComm_t comm, int device) {
 
 bool waitForNcclAborts(Deadline deadline) {
   AbortCount& c = abortCount();
-  std::unique_lock lock(c.mu);
-  return c.cv.wait_until(lock, deadline, [&] { return c.running == 0; });
+  MutexLock lock(c.mu);
+  return c.cv.wait_until(lock.native(), deadline,
+                         [&]() MW_REQUIRES(c.mu) { return c.running == 0; });
 }
 
 int ncclAbortsInFlight() {
-  std::lock_guard lock(abortCount().mu);
+  MutexLock lock(abortCount().mu);
   return abortCount().running;
 }
 
 Result<int*> takeScratch(int device) {
   ScratchPool& pool = scratchPool();
-  std::lock_guard lock(pool.mu);
+  MutexLock lock(pool.mu);
   std::vector<int*>& slots = pool.free[device];
   if (slots.empty()) {
     int* chunk = nullptr;
@@ -125,7 +128,7 @@ Result<int*> takeScratch(int device) {
 
 void giveScratch(int device, int* slot) {
   if (slot == nullptr) return;
-  std::lock_guard lock(scratchPool().mu);
+  MutexLock lock(scratchPool().mu);
   scratchPool().free[device].push_back(slot);
 }
 

@@ -8,9 +8,9 @@
 
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "base/mutex.h"
 #include "multiworld/status.h"
 
 namespace mw::detail {
@@ -29,9 +29,9 @@ class AbortTicket {
   void finish();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;  // GUARDED_BY(mu_)
+  bool done_ MW_GUARDED_BY(mu_) = false;
 };
 
 // Aborts `comm` (ncclCommAbort) on a thread of its own, with `device` current, and returns at once.

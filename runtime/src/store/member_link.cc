@@ -7,9 +7,9 @@
 #include <sys/socket.h>
 
 #include <cstdint>
-#include <mutex>
 
 #include "base/failpoint.h"
+#include "base/mutex.h"
 #include "multiworld/store.h"
 #include "store/socket.h"
 #include "store/wire.h"
@@ -28,21 +28,22 @@ class Link final : public MemberLink {
  public:
   Link(Fd fd, milliseconds interval, milliseconds timeout, const std::string& world)
       : io_(std::move(fd), kMaxNoticeFrameBytes),
+        fd_(io_.fd()),
         interval_(interval),
         timeout_(timeout),
         heartbeat_point_("mw/heartbeat", world),
         link_point_("mw/store/link", world) {}
 
-  int fd() const override { return io_.fd(); }
+  int fd() const override { return fd_; }
   milliseconds heartbeatInterval() const override { return interval_; }
   milliseconds heartbeatTimeout() const override { return timeout_; }
   Clock::time_point lastHeard() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return last_heard_;
   }
 
   Status sendHeartbeat() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto injected = link_point_.check()) {
       // As when the socket fails for real: the connection is gone at both ends, so the store
       // announces this member's loss to the others at once.
@@ -61,17 +62,17 @@ class Link final : public MemberLink {
   }
 
   Status reportBroken(Cause cause, const std::string& detail) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return queueReport(cause, detail);
   }
 
   Status formed() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return queueFormed();
   }
 
   Status leave() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // A member that leaves was in a formed world (it was healthy): said first, so that the
     // others hear of its leaving even if FORMED had not gone out yet.
     queueFormed().ignore();
@@ -79,7 +80,7 @@ class Link final : public MemberLink {
   }
 
   Result<std::vector<MemberNotice>> readNotices() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!error_.ok()) return error_;
     size_t got = 0;
     Status read = io_.readAvailable(SIZE_MAX, true, &got);
@@ -99,13 +100,12 @@ class Link final : public MemberLink {
   }
 
   void markJoined() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     last_heard_ = Clock::now();
   }
 
  private:
-  // REQUIRES: mu_ held.
-  Status queueReport(Cause cause, const std::string& detail) {
+  Status queueReport(Cause cause, const std::string& detail) MW_REQUIRES(mu_) {
     if (!error_.ok()) return error_;
     std::string frame = encodeFrame(msg::Broken{cause, detail.substr(0, kMaxDetailBytes)});
     if (io_.pending() + frame.size() <= kMaxOutBytes) io_.queue(frame);
@@ -113,8 +113,7 @@ class Link final : public MemberLink {
     return error_;
   }
 
-  // REQUIRES: mu_ held.
-  Status queueFormed() {
+  Status queueFormed() MW_REQUIRES(mu_) {
     if (!error_.ok() || formed_sent_) return error_;
     formed_sent_ = true;
     io_.queue(encodeFrame(msg::Formed{}));
@@ -122,16 +121,17 @@ class Link final : public MemberLink {
     return error_;
   }
 
-  void fail(const std::string& why) {
+  void fail(const std::string& why) MW_REQUIRES(mu_) {
     if (error_.ok()) error_ = Status(Code::kIoError, "member link: " + why);
   }
 
-  void flush() {
+  void flush() MW_REQUIRES(mu_) {
     Status sent = io_.flush();
     if (!sent.ok()) fail("connection to the store " + sent.message());
   }
 
-  void handleFrame(const std::string& payload, std::vector<MemberNotice>* notices) {
+  void handleFrame(const std::string& payload, std::vector<MemberNotice>* notices)
+      MW_REQUIRES(mu_) {
     auto m = decodePayload(payload);
     if (!m.ok()) return fail("store sent a bad frame: " + m.status().message());
     if (std::holds_alternative<msg::Ping>(*m)) return;
@@ -144,15 +144,16 @@ class Link final : public MemberLink {
   }
 
   // The watchdog drives the link; the joining thread says FORMED (World::markHealthy) meanwhile.
-  mutable std::mutex mu_;
-  FramedConn io_;  // GUARDED_BY(mu_), as everything below but the constants
+  mutable Mutex mu_;
+  FramedConn io_ MW_GUARDED_BY(mu_);
+  const int fd_;  // io_'s socket, which never changes
   const milliseconds interval_;
   const milliseconds timeout_;
-  Status error_;  // sticky: the first failure
-  bool formed_sent_ = false;
-  Clock::time_point last_heard_{};
-  detail::FailPoint heartbeat_point_;
-  detail::FailPoint link_point_;
+  Status error_ MW_GUARDED_BY(mu_);  // sticky: the first failure
+  bool formed_sent_ MW_GUARDED_BY(mu_) = false;
+  Clock::time_point last_heard_ MW_GUARDED_BY(mu_) = {};
+  detail::FailPoint heartbeat_point_ MW_GUARDED_BY(mu_);
+  detail::FailPoint link_point_ MW_GUARDED_BY(mu_);
 };
 
 }  // namespace

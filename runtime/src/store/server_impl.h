@@ -11,13 +11,13 @@
 #include <atomic>
 #include <cerrno>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
 #include <unordered_map>
 
 #include "base/lateness.h"
+#include "base/mutex.h"
 #include "multiworld/store.h"
 #include "store/kv_table.h"
 #include "store/socket.h"
@@ -135,6 +135,7 @@ class Server final : public StoreServer {
 
   void startThread() {
     next_ping_ = Clock::now() + interval_;
+    MutexLock lock(stop_mu_);
     thread_ = std::jthread([this](const std::stop_token& st) { run(st); });
   }
   uint16_t port() const override { return port_; }
@@ -146,8 +147,8 @@ class Server final : public StoreServer {
     s.closed_over_budget = stat_closed_over_budget_.load();
     return s;
   }
-  void stop() override {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+  void stop() override MW_EXCLUDES(stop_mu_) {
+    MutexLock lock(stop_mu_);
     if (!thread_.joinable()) return;
     thread_.request_stop();
     uint64_t one = 1;
@@ -227,8 +228,8 @@ class Server final : public StoreServer {
   const milliseconds timeout_;
   const milliseconds interval_;
   const milliseconds serve_slice_;  // the longest run of serving clients between timer passes
-  std::mutex stop_mu_;              // serializes stop()
-  std::jthread thread_;
+  Mutex stop_mu_;                   // serializes stop()
+  std::jthread thread_ MW_GUARDED_BY(stop_mu_);
 
   // Loop thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;

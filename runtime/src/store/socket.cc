@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/check.h"
 #include "store/auth.h"
 #include "store/wire.h"
 
@@ -301,7 +302,7 @@ Status FramedConn::flush() {
     out_sent_ = 0;
     frame_start_ = 0;
   } else if (out_sent_ > (64u << 10)) {
-    // frame_start_ >= out_sent_: the headers still to be read are kept.
+    MW_CHECK(frame_start_ >= out_sent_);  // the headers still to be read are kept
     out_.erase(0, out_sent_);
     frame_start_ -= out_sent_;
     out_sent_ = 0;

@@ -3,9 +3,9 @@
 // the server's TIMEOUT reply (the normal way a wait ends) arrives before the client gives up.
 #include <array>
 #include <cerrno>
-#include <mutex>
 
 #include "base/failpoint.h"
+#include "base/mutex.h"
 #include "multiworld/store.h"
 #include "store/member_link.h"
 #include "store/socket.h"
@@ -64,7 +64,7 @@ class Client final : public StoreClient {
 
   // Sends `request` and returns the reply; kTimeout/kIoError close the connection for good.
   Result<Message> call(Call which, const Message& request, Deadline deadline) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!fd_.valid()) {
       return Status(Code::kIoError, "store connection closed after earlier error: " + closed_why_);
     }
@@ -136,8 +136,8 @@ class Client final : public StoreClient {
   }
 
  private:
-  // REQUIRES: mu_ held, fd_ valid.
-  Result<Message> exchange(const Message& request, Deadline deadline) {
+  // REQUIRES: fd_ valid.
+  Result<Message> exchange(const Message& request, Deadline deadline) MW_REQUIRES(mu_) {
     Deadline io_deadline =
         deadline > Deadline::max() - kReplyGrace ? Deadline::max() : deadline + kReplyGrace;
     MW_RETURN_IF_ERROR(sendAll(fd_.get(), encodeFrame(request), io_deadline));
@@ -148,9 +148,9 @@ class Client final : public StoreClient {
 
   const StoreAddress address_;
   std::array<detail::FailPoint, kNumCalls> failpoints_;
-  std::mutex mu_;
-  Fd fd_;                   // GUARDED_BY(mu_); invalid after a timeout or I/O error
-  std::string closed_why_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  Fd fd_ MW_GUARDED_BY(mu_);  // invalid after a timeout or I/O error
+  std::string closed_why_ MW_GUARDED_BY(mu_);
 };
 
 }  // namespace

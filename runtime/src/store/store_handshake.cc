@@ -3,6 +3,7 @@
 // handshake is done, a deadline for it, a cap on such connections, room kept for the world's own
 // members, and a budget for the memory held for all connections, their unserved requests and
 // their unread replies (docs/store-protocol.md, "Limits").
+#include "base/check.h"
 #include "store/auth.h"
 #include "store/server_impl.h"
 
@@ -46,12 +47,14 @@ void Server::admit(Fd fd) {
 size_t Server::reserved() const {
   if (options_.world_size <= 0) return 0;
   const auto size = static_cast<size_t>(options_.world_size);
+  MW_CHECK(joined_ <= size && claimed_clients_ <= size);  // one place per rank
   return (size - joined_) + (size - claimed_clients_);
 }
 
 void Server::claimed(Conn& c) {
   if (!c.provisional) return;
   c.provisional = false;
+  MW_CHECK(handshaking_ > 0);
   --handshaking_;
   c.io.in().setMaxFrameBytes(options_.max_frame_bytes);
 }
@@ -145,6 +148,7 @@ void Server::handshakeDone(Conn& c) {
     c.io.in().setMaxFrameBytes(kMaxClaimFrameBytes);
     return;
   }
+  MW_CHECK(handshaking_ > 0);
   --handshaking_;
   c.io.in().setMaxFrameBytes(options_.max_frame_bytes);
 }
@@ -152,6 +156,7 @@ void Server::handshakeDone(Conn& c) {
 void Server::account(Conn& c) {
   const size_t in = c.io.in().buffered();
   const size_t out = c.io.outHeld();
+  MW_CHECK(buffered_ >= c.counted_in + c.counted_out);  // it counts every connection's last count
   buffered_ = buffered_ - c.counted_in - c.counted_out + in + out;
   c.counted_in = in;
   c.counted_out = out;

@@ -4,6 +4,7 @@
 // a later write or their deadline completes. Membership (liveness) links share the same loop: the
 // poll timeout is the earliest of the next ping, the earliest member staleness deadline, the
 // earliest waiter deadline and the earliest lingering close, so silence is detected on time.
+#include "base/check.h"
 #include "base/thread_name.h"
 #include "store/server_impl.h"
 
@@ -258,6 +259,7 @@ void Server::reap() {
       ++it;
       continue;
     }
+    MW_CHECK(buffered_ >= it->second->counted_in + it->second->counted_out);
     buffered_ -= it->second->counted_in + it->second->counted_out;
     it = conns_.erase(it);
   }

@@ -6,11 +6,11 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "multiworld/world_manager.h"
 #include "worlds/telemetry.h"
 #include "worlds/watchdog.h"
@@ -22,13 +22,13 @@ namespace detail {
 
 class SubscriptionImpl final : public Subscription {
  public:
-  std::optional<WorldEvent> next(Deadline deadline) override;
-  void push(const WorldEvent& e);
+  std::optional<WorldEvent> next(Deadline deadline) override MW_EXCLUDES(mu_);
+  void push(const WorldEvent& e) MW_EXCLUDES(mu_);
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<WorldEvent> events_;  // GUARDED_BY(mu_)
+  std::deque<WorldEvent> events_ MW_GUARDED_BY(mu_);
 };
 
 }  // namespace detail
@@ -38,34 +38,34 @@ struct WorldManager::Impl final : detail::WorldSink {
   ~Impl() override;
 
   Status init(const WorldOptions& options, Deadline deadline);
-  Work initAsync(const WorldOptions& options, Deadline deadline);
-  Status remove(const std::string& name);
+  Work initAsync(const WorldOptions& options, Deadline deadline) MW_EXCLUDES(async_mu_);
+  Status remove(const std::string& name) MW_EXCLUDES(mu_);
   // The world, or nullptr when unknown.
-  std::shared_ptr<detail::World> find(const std::string& name) const;
+  std::shared_ptr<detail::World> find(const std::string& name) const MW_EXCLUDES(mu_);
 
-  void emit(WorldEvent event) override;
+  void emit(WorldEvent event) override MW_EXCLUDES(subs_mu_);
   // A new event queue, filled from now on.
-  std::shared_ptr<detail::SubscriptionImpl> addSubscription();
+  std::shared_ptr<detail::SubscriptionImpl> addSubscription() MW_EXCLUDES(subs_mu_);
   void wakeWatchdog() override { watchdog_->wake(); }
 
   // Reserves `options.name` for a new joining world; kInvalidUsage when taken.
-  Result<std::shared_ptr<detail::World>> reserve(const WorldOptions& options);
+  Result<std::shared_ptr<detail::World>> reserve(const WorldOptions& options) MW_EXCLUDES(mu_);
   // Connects a reserved world and makes it healthy, or releases it on failure.
   Status join(const std::shared_ptr<detail::World>& world, Deadline deadline);
-  void release(const std::shared_ptr<detail::World>& world);
+  void release(const std::shared_ptr<detail::World>& world) MW_EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<detail::World>> worlds_;  // GUARDED_BY(mu_)
-  std::map<std::string, uint64_t> generations_;                   // GUARDED_BY(mu_)
-  std::vector<std::weak_ptr<detail::SubscriptionImpl>> subs_;     // GUARDED_BY(subs_mu_)
-  std::mutex subs_mu_;
-  std::set<std::string> removing_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<detail::World>> worlds_ MW_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> generations_ MW_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<detail::SubscriptionImpl>> subs_ MW_GUARDED_BY(subs_mu_);
+  Mutex subs_mu_;
+  std::set<std::string> removing_ MW_GUARDED_BY(mu_);
   struct AsyncInit {
     std::shared_ptr<std::atomic<bool>> done;
     std::jthread thread;
   };
-  std::mutex async_mu_;
-  std::vector<AsyncInit> async_;  // GUARDED_BY(async_mu_)
+  Mutex async_mu_;
+  std::vector<AsyncInit> async_ MW_GUARDED_BY(async_mu_);
   std::unique_ptr<detail::Watchdog> watchdog_;
 
   // The harness's telemetry channel (worlds/telemetry.h), when the environment names one.

@@ -48,9 +48,9 @@ namespace {
 // exists; reported by the oldest one alive (`reporter`).
 struct AppMetrics {
   std::atomic<int> channels{0};
-  std::mutex mu;
-  std::map<std::string, double> sums;   // GUARDED_BY(mu): the current window
-  std::vector<const Telemetry*> alive;  // GUARDED_BY(mu): oldest first
+  Mutex mu;
+  std::map<std::string, double> sums MW_GUARDED_BY(mu);   // the current window
+  std::vector<const Telemetry*> alive MW_GUARDED_BY(mu);  // oldest first
 };
 
 AppMetrics& appMetrics() {
@@ -134,7 +134,7 @@ Telemetry::Telemetry(Source& source, int fd, std::vector<std::string> ready_worl
   // Known from the start: a world of the role that never comes up still has its windows.
   for (const auto& w : ready_worlds_) counters(w);
   AppMetrics& app = appMetrics();
-  std::lock_guard lock(app.mu);
+  MutexLock lock(app.mu);
   app.alive.push_back(this);
   app.channels.fetch_add(1, std::memory_order_relaxed);
 }
@@ -143,13 +143,13 @@ Telemetry::~Telemetry() {
   thread_.request_stop();
   thread_.join();
   AppMetrics& app = appMetrics();
-  std::lock_guard lock(app.mu);
+  MutexLock lock(app.mu);
   std::erase(app.alive, this);
   app.channels.fetch_sub(1, std::memory_order_relaxed);
 }
 
 std::shared_ptr<TrafficCounters> Telemetry::counters(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& c = counters_[name];
   if (!c) c = std::make_shared<TrafficCounters>();
   return c;
@@ -183,7 +183,7 @@ void Telemetry::checkReady() {
 void Telemetry::report(Clock::time_point window_end) {
   std::vector<std::pair<std::string, std::shared_ptr<TrafficCounters>>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     all.assign(counters_.begin(), counters_.end());
   }
   for (const auto& [name, c] : all) {
@@ -195,7 +195,7 @@ void Telemetry::report(Clock::time_point window_end) {
   std::map<std::string, double> sums;
   {
     AppMetrics& app = appMetrics();
-    std::lock_guard lock(app.mu);
+    MutexLock lock(app.mu);
     if (app.alive.empty() || app.alive.front() != this) return;  // another manager reports them
     sums.swap(app.sums);
   }
@@ -234,7 +234,7 @@ Status reportMetric(std::string_view name, double amount) {
   }
   detail::AppMetrics& app = detail::appMetrics();
   if (app.channels.load(std::memory_order_relaxed) == 0) return Status::Ok();
-  std::lock_guard lock(app.mu);
+  MutexLock lock(app.mu);
   app.sums[std::string(name)] += amount;
   return Status::Ok();
 }

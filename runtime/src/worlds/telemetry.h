@@ -33,12 +33,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "multiworld/world_manager.h"
 
 namespace mw::detail {
@@ -84,7 +84,7 @@ class Telemetry {
   Telemetry& operator=(const Telemetry&) = delete;
 
   // The counters of world `name` (made on first use; the same object for every generation).
-  std::shared_ptr<TrafficCounters> counters(const std::string& name);
+  std::shared_ptr<TrafficCounters> counters(const std::string& name) MW_EXCLUDES(mu_);
 
  private:
   // Opens the failpoint fifo MW_FAILPOINT_FIFO asks for (once per process) and reports it.
@@ -102,8 +102,8 @@ class Telemetry {
   bool ready_ = false;             // telemetry thread only
   std::set<std::string> created_;  // telemetry thread only: worlds whose `created` was written
   bool broken_ = false;            // telemetry thread only: a write failed, nothing more is written
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<TrafficCounters>> counters_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<TrafficCounters>> counters_ MW_GUARDED_BY(mu_);
   std::jthread thread_;  // last: starts once the above exist
 };
 

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+#include <cerrno>
 
 #include "base/thread_name.h"
+#include "store/socket.h"
 
 namespace mw::detail {
 
@@ -26,8 +26,10 @@ long long msSince(Clock::time_point t, Clock::time_point now) {
 Watchdog::Watchdog() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
-    std::perror("multiworld: eventfd for the watchdog");
-    std::abort();  // no fd at construction: the process is out of descriptors
+    // An environment failure, not a bug: reported to whoever initializes a world.
+    start_status_ = Status(Code::kIoError,
+                           "cannot create an eventfd for the watchdog: " + store::errnoText(errno));
+    return;
   }
   thread_ = std::jthread([this](std::stop_token st) { loop(st); });
 }
@@ -36,12 +38,12 @@ Watchdog::~Watchdog() {
   thread_.request_stop();
   wake();
   if (thread_.joinable()) thread_.join();
-  ::close(wake_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 void Watchdog::addJoining(std::shared_ptr<World> world) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Entry e{std::move(world), Clock::now()};
     e.joining = true;
     entries_.push_back(std::move(e));
@@ -51,7 +53,7 @@ void Watchdog::addJoining(std::shared_ptr<World> world) {
 
 void Watchdog::add(std::shared_ptr<World> world) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = std::find_if(entries_.begin(), entries_.end(),
                            [&](const Entry& e) { return e.world == world; });
     if (it != entries_.end()) {
@@ -65,7 +67,7 @@ void Watchdog::add(std::shared_ptr<World> world) {
 }
 
 void Watchdog::remove(const World* world) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(entries_, [&](const Entry& e) { return e.world.get() == world; });
 }
 
@@ -178,7 +180,7 @@ void Watchdog::loop(std::stop_token st) {
   std::vector<const World*> owners;
   while (!st.stop_requested()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
       owners.assign(1, nullptr);
       for (const auto& e : entries_) {
@@ -190,7 +192,7 @@ void Watchdog::loop(std::stop_token st) {
     }
     int timeout = 0;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       timeout = pollTimeoutMs(Clock::now());
     }
     const auto t = LatenessMeter::Instant::now();
@@ -202,11 +204,11 @@ void Watchdog::loop(std::stop_token st) {
       ssize_t rc = ::read(wake_fd_, &v, sizeof(v));
       (void)rc;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto instant = LatenessMeter::Instant::now();
     lateness_.ran(instant);  // time this thread was stopped or preempted is not the store's silence
     const auto now = instant.wall;
-    std::erase_if(entries_, [&](Entry& e) {
+    std::erase_if(entries_, [&](Entry& e) MW_REQUIRES(mu_) {
       short revents = 0;
       for (size_t i = 1; i < fds.size(); ++i) {
         if (owners[i] == e.world.get()) revents = fds[i].revents;

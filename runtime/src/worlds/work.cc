@@ -12,7 +12,7 @@ bool WorkState::complete(Status s) {
   std::vector<AnyWaiter*> waiters;
   const bool counted = counters != nullptr && s.ok();
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (done) return false;
     done = true;
     status = std::move(s);
@@ -20,7 +20,7 @@ bool WorkState::complete(Status s) {
     // Notify while holding mu: a waitAny call unregisters under mu before its AnyWaiter dies, so
     // every pointer in `waiters` is alive until we release it.
     for (AnyWaiter* w : waiters) {
-      std::lock_guard wl(w->mu);
+      MutexLock wl(w->mu);
       w->fired = true;
       w->cv.notify_all();
     }
@@ -35,7 +35,7 @@ bool WorkState::complete(Status s) {
 }
 
 bool WorkState::isDone() const {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   return done;
 }
 
@@ -61,8 +61,9 @@ Status Work::wait(Deadline deadline) const {
   if (!state_->isDone()) {
     if (auto d = state_->driver.lock()) d->driveUntil(state_.get(), deadline);
   }
-  std::unique_lock lock(state_->mu);
-  if (!state_->cv.wait_until(lock, deadline, [&] { return state_->done; })) {
+  MutexLock lock(state_->mu);
+  if (!state_->cv.wait_until(lock.native(), deadline,
+                             [&]() MW_REQUIRES(state_->mu) { return state_->done; })) {
     return Status(Code::kTimeout, "operation in world '" + state_->world +
                                       "' did not complete before the caller's deadline");
   }
@@ -78,7 +79,7 @@ bool Work::test() const {
 
 Status Work::status() const {
   if (!state_) return Status(Code::kInvalidUsage, "status() on an empty Work");
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (!state_->done) return Status(Code::kInvalidUsage, "operation not complete");
   return state_->status;
 }
@@ -97,7 +98,7 @@ std::optional<size_t> firstDone(std::span<const Work> works) {
 void setWaiter(std::span<const Work> works, detail::AnyWaiter* waiter, bool add) {
   for (const Work& w : works) {
     auto& st = *detail::WorkAccess::state(w);
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     auto& v = st.any_waiters;
     if (add) {
       v.push_back(waiter);
@@ -121,8 +122,9 @@ Result<size_t> waitAny(std::span<const Work> works, Deadline deadline) {
   setWaiter(works, &waiter, true);
   // A work that completed before registration never fires the waiter: look once more first.
   if (!firstDone(works)) {
-    std::unique_lock lock(waiter.mu);
-    waiter.cv.wait_until(lock, deadline, [&] { return waiter.fired; });
+    MutexLock lock(waiter.mu);
+    waiter.cv.wait_until(lock.native(), deadline,
+                         [&]() MW_REQUIRES(waiter.mu) { return waiter.fired; });
   }
   setWaiter(works, &waiter, false);
   if (auto i = firstDone(works)) return *i;

@@ -44,14 +44,14 @@ void World::cancelJoin() {
 }
 
 void World::joinEnded() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   join_ended_ = true;
   join_cv_.notify_all();
 }
 
 void World::waitJoinEnded() {
-  std::unique_lock lock(mu_);
-  join_cv_.wait(lock, [&] { return join_ended_; });
+  MutexLock lock(mu_);
+  join_cv_.wait(lock.native(), [&]() MW_REQUIRES(mu_) { return join_ended_; });
 }
 
 World::~World() { teardown(); }
@@ -124,7 +124,7 @@ void World::markHealthy() {
 bool World::breakWorld(Cause cause, int peer, const std::string& detail, bool from_store) {
   BrokenInfo info{options_.name, cause, peer, detail, Clock::now()};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     WorldState s = state_.load();
     if (s == WorldState::kBroken || s == WorldState::kRemoved || broken_) return false;
     broken_ = info;
@@ -154,7 +154,7 @@ void World::endDrain() {
 void World::teardown() {
   bool healthy = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_.load() == WorldState::kRemoved) return;
     healthy = state_.load() == WorldState::kHealthy;
     state_.store(WorldState::kRemoved);
@@ -194,7 +194,7 @@ Status World::notHealthyStatus() const {
 }
 
 std::optional<BrokenInfo> World::broken() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return broken_;
 }
 

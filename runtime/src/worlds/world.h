@@ -5,11 +5,11 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "backend/backend.h"
+#include "base/mutex.h"
 #include "multiworld/store.h"
 #include "multiworld/world_manager.h"
 #include "store/member_link.h"
@@ -48,8 +48,8 @@ class World {
   void cancelJoin();
   bool joinCancelled() const { return join_cancelled_.load(); }
   // The manager's join of this world has ended (either way): waitJoinEnded() returns from then on.
-  void joinEnded();
-  void waitJoinEnded();
+  void joinEnded() MW_EXCLUDES(mu_);
+  void waitJoinEnded() MW_EXCLUDES(mu_);
   // joining -> healthy. Emits kCreated.
   void markHealthy();
   // Breaks the world unless broken or removed already: records the cause, aborts the backend
@@ -57,7 +57,8 @@ class World {
   // Returns whether this call broke it. Never blocks on the network. `from_store`: the world's
   // store told us (a notice, or the link to it was lost), so there is nothing to tell it back;
   // any other break is reported to the store, which tells every other member at once.
-  bool breakWorld(Cause cause, int peer, const std::string& detail, bool from_store = false);
+  bool breakWorld(Cause cause, int peer, const std::string& detail, bool from_store = false)
+      MW_EXCLUDES(mu_);
   // Whether the break came from the store (see breakWorld).
   bool brokenByStore() const { return broken_by_store_.load(); }
   // A world broken because a member left (kPeerLeft) lets the operations it is running finish for
@@ -67,7 +68,7 @@ class World {
   Clock::time_point drainDeadline() const { return drain_until_.load(); }
   void endDrain();
   // Fails new operations, releases threads, sockets and memory. Blocks until done.
-  void teardown();
+  void teardown() MW_EXCLUDES(mu_);
 
   // Queues a validated operation, or fails its work at once when the world is not healthy.
   // See Backend::submit for `caller_waits`.
@@ -77,7 +78,7 @@ class World {
   uint64_t generation() const { return generation_; }
   WorldState state() const { return state_.load(); }
   WorldInfo info() const;
-  std::optional<BrokenInfo> broken() const;
+  std::optional<BrokenInfo> broken() const MW_EXCLUDES(mu_);
   Status notHealthyStatus() const;
 
   // Watchdog only.
@@ -98,9 +99,9 @@ class World {
   std::atomic<bool> join_cancelled_{false};
   store::Fd cancel_fd_;  // an eventfd, readable once the join is cancelled
 
-  mutable std::mutex mu_;
-  std::optional<BrokenInfo> broken_;  // GUARDED_BY(mu_)
-  bool join_ended_ = false;           // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::optional<BrokenInfo> broken_ MW_GUARDED_BY(mu_);
+  bool join_ended_ MW_GUARDED_BY(mu_) = false;
   std::condition_variable join_cv_;
 
   std::unique_ptr<StoreServer> server_;

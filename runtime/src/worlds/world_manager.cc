@@ -68,8 +68,11 @@ const char* eventKindName(WorldEvent::Kind k) {
 namespace detail {
 
 std::optional<WorldEvent> SubscriptionImpl::next(Deadline deadline) {
-  std::unique_lock lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
+  MutexLock lock(mu_);
+  if (!cv_.wait_until(lock.native(), deadline,
+                      [&]() MW_REQUIRES(mu_) { return !events_.empty(); })) {
+    return std::nullopt;
+  }
   WorldEvent e = std::move(events_.front());
   events_.pop_front();
   return e;
@@ -77,7 +80,7 @@ std::optional<WorldEvent> SubscriptionImpl::next(Deadline deadline) {
 
 void SubscriptionImpl::push(const WorldEvent& e) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     events_.push_back(e);
   }
   cv_.notify_all();
@@ -169,7 +172,7 @@ std::shared_ptr<Subscription> WorldManager::Impl::TelemetrySource::subscribe() {
 
 std::shared_ptr<detail::SubscriptionImpl> WorldManager::Impl::addSubscription() {
   auto s = std::make_shared<detail::SubscriptionImpl>();
-  std::lock_guard lock(subs_mu_);
+  MutexLock lock(subs_mu_);
   subs_.push_back(s);
   return s;
 }
@@ -177,18 +180,18 @@ std::shared_ptr<detail::SubscriptionImpl> WorldManager::Impl::addSubscription() 
 WorldManager::Impl::~Impl() {
   {
     // Joins still running are cancelled: they end at their next wait (World::cancelJoin).
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, w] : worlds_) {
       if (w->state() == WorldState::kJoining) w->cancelJoin();
     }
   }
   {
-    std::lock_guard lock(async_mu_);
+    MutexLock lock(async_mu_);
     async_.clear();  // joins the threads of initWorldAsync
   }
   std::vector<std::string> names;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, w] : worlds_) names.push_back(name);
   }
   for (auto& n : names) remove(n).ignore();
@@ -201,13 +204,13 @@ WorldManager::Impl::~Impl() {
 }
 
 std::shared_ptr<detail::World> WorldManager::Impl::find(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = worlds_.find(name);
   return it == worlds_.end() ? nullptr : it->second;
 }
 
 void WorldManager::Impl::emit(WorldEvent event) {
-  std::lock_guard lock(subs_mu_);
+  MutexLock lock(subs_mu_);
   std::erase_if(subs_, [&](const std::weak_ptr<detail::SubscriptionImpl>& w) {
     auto s = w.lock();
     if (!s) return true;
@@ -244,7 +247,8 @@ Status checkDescriptors(const WorldOptions& o) {
 Result<std::shared_ptr<detail::World>> WorldManager::Impl::reserve(const WorldOptions& o) {
   MW_RETURN_IF_ERROR(validate(o));
   MW_RETURN_IF_ERROR(checkDescriptors(o));
-  std::lock_guard lock(mu_);
+  MW_RETURN_IF_ERROR(watchdog_->startStatus());
+  MutexLock lock(mu_);
   if (auto it = worlds_.find(o.name); it != worlds_.end()) {
     return Status(Code::kInvalidUsage, "world '" + o.name + "' already exists (state " +
                                            worldStateName(it->second->state()) +
@@ -257,7 +261,7 @@ Result<std::shared_ptr<detail::World>> WorldManager::Impl::reserve(const WorldOp
 }
 
 void WorldManager::Impl::release(const std::shared_ptr<detail::World>& world) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = worlds_.find(world->options().name);
   if (it != worlds_.end() && it->second == world) worlds_.erase(it);
 }
@@ -292,7 +296,7 @@ Work WorldManager::Impl::initAsync(const WorldOptions& options, Deadline deadlin
   if (!w.ok()) return Work::done(options.name, w.status());
   auto state = std::make_shared<detail::WorkState>(options.name);
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::lock_guard lock(async_mu_);
+  MutexLock lock(async_mu_);
   std::erase_if(async_, [](const AsyncInit& a) { return a.done->load(); });  // joins them
   async_.push_back({done, std::jthread([this, world = w.value(), state, deadline, done] {
                       detail::nameThisThread("mw-join", world->options().name);
@@ -306,7 +310,7 @@ Status WorldManager::Impl::remove(const std::string& name) {
   std::shared_ptr<detail::World> w;
   bool joining = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = worlds_.find(name);
     if (it == worlds_.end() || removing_.count(name)) {
       return Status(Code::kNotFound, "no world named '" + name + "'");
@@ -329,7 +333,7 @@ Status WorldManager::Impl::remove(const std::string& name) {
   watchdog_->remove(w.get());
   w->teardown();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     removing_.erase(name);
     worlds_.erase(name);
   }
@@ -370,7 +374,7 @@ Work WorldManager::initWorldAsync(const WorldOptions& options, Deadline deadline
 Status WorldManager::removeWorld(const std::string& name) { return impl_->remove(name); }
 
 std::vector<WorldInfo> WorldManager::worlds() const {
-  std::lock_guard lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   std::vector<WorldInfo> out;
   for (const auto& [name, w] : impl_->worlds_) out.push_back(w->info());
   return out;
