@@ -80,7 +80,7 @@ void GlooBackend::submit(OpRequest op, bool caller_waits) {
   std::optional<Status> reason;
   Clock::time_point due;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (abort_reason_) {
       reason = abort_reason_;
     } else {
@@ -123,21 +123,21 @@ void GlooBackend::releaseLocked() {
   if (shut_down_) cv_.notify_all();
 }
 
-void GlooBackend::buryLocked(std::unique_lock<std::mutex>& lock) {
+void GlooBackend::buryLocked() {
   while (!graveyard_.empty()) {
     auto dead = std::move(graveyard_);
     Status reason = abort_reason_ ? *abort_reason_ : Status(Code::kAborted, "aborted");
-    lock.unlock();
+    mu_.unlock();
     for (auto& p : dead) finish(*p, reason);
-    lock.lock();
+    mu_.lock();
   }
 }
 
 void GlooBackend::executorLoop(std::stop_token st) {
   nameThisThread("mw-exec", cfg_.world);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    buryLocked(lock);
+    buryLocked();
     if (st.stop_requested() && queue_.empty()) return;
     std::unique_ptr<Pending> p;
     if (!queue_.empty() && !executing_) {
@@ -164,9 +164,9 @@ void GlooBackend::executorLoop(std::stop_token st) {
 }
 
 void GlooBackend::driveUntil(const WorkState* target, Deadline deadline) {
-  std::unique_lock lock(mu_);
-  if (claimP2PLocked(lock, target, deadline)) return;
-  auto queued = [&] {
+  MutexLock lock(mu_);
+  if (claimP2PLocked(target, deadline)) return;
+  auto queued = [&]() MW_REQUIRES(mu_) {
     return std::any_of(queue_.begin(), queue_.end(),
                        [&](const auto& q) { return q->req.work.get() == target; });
   };
@@ -295,7 +295,7 @@ void GlooBackend::finish(Pending& p, Status s) {
 }
 
 Status GlooBackend::abortReason() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (abort_reason_) return *abort_reason_;
   return Status(Code::kBackendError, "world '" + cfg_.world + "': operation failed");
 }
@@ -312,13 +312,13 @@ void GlooBackend::waitConnectionsQuiet() {
   if (waitFor([&] { return sockets_.allClosed(); }, kQuietGrace)) return;
   // The channel is aborted and the sockets are shut down, so every operation of the world has
   // failed or is failing: nothing waits on these pairs any more.
-  std::lock_guard lock(close_mu_);
+  MutexLock lock(close_mu_);
   if (ctx_) sockets_.closeStragglers(*ctx_);
 }
 
 void GlooBackend::abort(const Status& reason) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (abort_reason_) return;
     abort_reason_ = reason;
     for (auto& p : queue_) graveyard_.push_back(std::move(p));
@@ -338,7 +338,7 @@ void GlooBackend::abort(const Status& reason) {
 
 void GlooBackend::shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
   }
@@ -347,7 +347,7 @@ void GlooBackend::shutdown() {
   {
     // Under mu_, where the executor reads it; the wake-up after it cannot be lost (it stays
     // pending until the executor's next wait).
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     executor_.request_stop();
     completer_.request_stop();
     yielder_.request_stop();
@@ -361,18 +361,18 @@ void GlooBackend::shutdown() {
   {
     // A thread running an operation inline finishes it promptly now that we are aborted (the
     // completer is gone: the aborts are re-armed here, see kRearmEvery).
-    std::unique_lock lock(mu_);
-    const auto idle = [&] { return !executing_ && p2p_running_ == 0; };
-    while (!cv_.wait_for(lock, kRearmEvery, idle)) {
+    MutexLock lock(mu_);
+    const auto idle = [&]() MW_REQUIRES(mu_) { return !executing_ && p2p_running_ == 0; };
+    while (!cv_.wait_for(lock.native(), kRearmEvery, idle)) {
       lock.unlock();
       channel_.abortAll();
       lock.lock();
     }
-    buryLocked(lock);
+    buryLocked();
   }
   waitConnectionsQuiet();
   native_.clear();  // no operation runs any more; its buffers refer to the context
-  std::lock_guard lock(close_mu_);
+  MutexLock lock(close_mu_);
   // The pairs were closed above (their loop unregistered them itself): releasing the context
   // waits for no loop tick here, unlike after a failed rendezvous, and neither does releasing
   // the device, which joins its loop (loop_ticker.h).

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/deferred_wake.h"
+#include "base/mutex.h"
 #include "gloo/call_check.h"
 #include "gloo/channel.h"
 #include "gloo/collectives.h"
@@ -70,14 +71,16 @@ class GlooBackend final : public Backend,
   // expedited.
   void driveUntil(const WorkState* target, Deadline deadline) override;
   void expedite(const WorkState* target) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     expediteLocked(target);
   }
 
  private:
   struct Pending {
     OpRequest req;
-    Clock::time_point due;  // when the executor takes it (GUARDED_BY(mu_) once queued)
+    // Fields below marked "mu_" are the backend's mu_ once the operation is queued (the
+    // analysis cannot name another object's mutex from here).
+    Clock::time_point due;  // when the executor takes it (mu_)
     uint64_t check_id = 0;  // in calls_, while it runs; 0 when not registered
     std::unique_ptr<Buf> data_buf;
     std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
@@ -85,7 +88,7 @@ class GlooBackend final : public Backend,
     bool started = false;  // runOp has looked at the failpoints (once per operation)
     // A send or receive run by a caller who may leave before its deadline (claimP2PLocked): at
     // yield_at the yielder interrupts the caller's wait (yield_fired), and the caller hands the
-    // operation back. GUARDED_BY(mu_).
+    // operation back (mu_).
     Clock::time_point yield_at{};
     bool yield_fired = false;
   };
@@ -104,21 +107,23 @@ class GlooBackend final : public Backend,
   bool closeYield(Pending& p);
   // Takes the oldest due point-to-point operation out of p2p_, or returns nullptr and sets `next`
   // to when the next one is due. REQUIRES: mu_ held.
-  std::unique_ptr<Pending> takeDueP2PLocked(Clock::time_point now, Clock::time_point* next);
+  std::unique_ptr<Pending> takeDueP2PLocked(Clock::time_point now, Clock::time_point* next)
+      MW_REQUIRES(mu_);
   // Runs `target`, a queued point-to-point operation, in this thread until it completes or, when
   // its deadline is later than `deadline`, until `deadline`: then the operation goes back to
   // p2p_ for the completer (or the caller's next wait). Returns false when `target` is not in
-  // p2p_ (running or done). REQUIRES: mu_ held by `lock` (released meanwhile).
-  bool claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
-                      Deadline deadline);
-  // Fails the operations in graveyard_. REQUIRES: mu_ held by `lock` (released meanwhile).
-  void buryLocked(std::unique_lock<std::mutex>& lock);
+  // p2p_ (running or done). REQUIRES: mu_ held (released meanwhile).
+  bool claimP2PLocked(const WorkState* target, Deadline deadline) MW_REQUIRES(mu_);
+  // Fails the operations in graveyard_. REQUIRES: mu_ held (released meanwhile).
+  // (This and claimP2PLocked release mu_ itself and take it again before they return, so the
+  // caller's MutexLock holds it again, as the analysis assumes.)
+  void buryLocked() MW_REQUIRES(mu_);
   // Makes `target` and every operation queued before it due now, and wakes the executor for them
   // unless an operation is running (releaseLocked wakes it then). REQUIRES: mu_ held.
-  void expediteLocked(const WorkState* target);
+  void expediteLocked(const WorkState* target) MW_REQUIRES(mu_);
   // Takes the next operation to run, or nullptr. REQUIRES: mu_ held.
-  std::unique_ptr<Pending> claimLocked();
-  void releaseLocked();
+  std::unique_ptr<Pending> claimLocked() MW_REQUIRES(mu_);
+  void releaseLocked() MW_REQUIRES(mu_);
   // Runs `p` and finishes it. With `yieldable` (a bounded run of a send or receive), an
   // interruption by the yielder returns true instead, the operation unfinished and not failed.
   bool execute(Pending& p, bool yieldable = false);
@@ -135,35 +140,36 @@ class GlooBackend final : public Backend,
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;  // reset under close_mu_ at shutdown
   const PairSockets sockets_;
-  std::mutex close_mu_;           // serializes closing the pairs with dropping ctx_
+  Mutex close_mu_;                // serializes closing the pairs with dropping ctx_
   std::atomic<bool> cut_{false};  // abort() has shut the sockets down
   Channel channel_;
   BackendErrorHandler on_error_;
   CallCheck calls_;  // names disagreeing calls; stopped at shutdown, before the store goes
   const OpFailPoints failpoints_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;  // shutdown() waits on it for !executing_
   DeferredWake wake_;           // wakes the executor: queued work is due, a burial, a stop
   // Collectives, run one at a time in submission order.
-  std::deque<std::unique_ptr<Pending>> queue_;  // GUARDED_BY(mu_)
+  std::deque<std::unique_ptr<Pending>> queue_ MW_GUARDED_BY(mu_);
   // Point-to-point operations, posted at submission and completed in any order: by a thread that
   // waits for one (it claims it), else by the completer once due. They never wait behind a
   // collective, nor a collective behind them.
-  std::list<std::unique_ptr<Pending>> p2p_;  // GUARDED_BY(mu_)
-  int p2p_running_ = 0;             // GUARDED_BY(mu_): run by waiting threads or the completer
-  DeferredWake completer_wake_;     // wakes the completer: a due operation, a stop
-  std::vector<Pending*> yielding_;  // GUARDED_BY(mu_): bounded runs of sends and receives
-  DeferredWake yield_wake_;         // wakes the yielder: a new bounded run, a stop
+  std::list<std::unique_ptr<Pending>> p2p_ MW_GUARDED_BY(mu_);
+  int p2p_running_ MW_GUARDED_BY(mu_) = 0;  // run by waiting threads or the completer
+  DeferredWake completer_wake_;             // wakes the completer: a due operation, a stop
+  std::vector<Pending*> yielding_ MW_GUARDED_BY(mu_);  // bounded runs of sends and receives
+  DeferredWake yield_wake_;  // wakes the yielder: a new bounded run, a stop
   // Aborted before they ran: the executor fails them once Gloo has let go of their buffers.
-  std::deque<std::unique_ptr<Pending>> graveyard_;  // GUARDED_BY(mu_)
+  std::deque<std::unique_ptr<Pending>> graveyard_ MW_GUARDED_BY(mu_);
   // Messages posted per (peer, tag), sends and receives apart: the n-th send to a peer on a tag
   // matches the n-th receive from us on that tag, and only that one.
-  std::mutex p2p_mu_;
-  std::map<std::pair<int, int>, uint64_t> sent_, received_;  // GUARDED_BY(p2p_mu_)
-  std::optional<Status> abort_reason_;                       // GUARDED_BY(mu_)
-  bool shut_down_ = false;                                   // GUARDED_BY(mu_)
-  bool executing_ = false;  // GUARDED_BY(mu_): an operation is running
+  Mutex p2p_mu_;
+  std::map<std::pair<int, int>, uint64_t> sent_ MW_GUARDED_BY(p2p_mu_);
+  std::map<std::pair<int, int>, uint64_t> received_ MW_GUARDED_BY(p2p_mu_);
+  std::optional<Status> abort_reason_ MW_GUARDED_BY(mu_);
+  bool shut_down_ MW_GUARDED_BY(mu_) = false;
+  bool executing_ MW_GUARDED_BY(mu_) = false;  // an operation is running
 
   // Only the thread running an operation (executing_ hands them over under mu_).
   uint64_t seq_ = 0;

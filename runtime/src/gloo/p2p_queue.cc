@@ -16,7 +16,7 @@ void GlooBackend::postP2P(Pending& p) {
   const bool send = r.kind == OpKind::kSend;
   uint64_t n = 0;
   {
-    std::lock_guard lock(p2p_mu_);
+    MutexLock lock(p2p_mu_);
     n = (send ? sent_ : received_)[{r.peer, r.tag}]++;
   }
   p.check_id = calls_.begin(r, n);
@@ -29,8 +29,7 @@ void GlooBackend::postP2P(Pending& p) {
   }
 }
 
-bool GlooBackend::claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkState* target,
-                                 Deadline deadline) {
+bool GlooBackend::claimP2PLocked(const WorkState* target, Deadline deadline) {
   auto it = std::find_if(p2p_.begin(), p2p_.end(),
                          [&](const auto& q) { return q->req.work.get() == target; });
   if (it == p2p_.end()) return false;
@@ -57,9 +56,9 @@ bool GlooBackend::claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkS
     // in slices sets it once per slice); the yielder re-arms it for the others when it fires.
     yield_wake_.at(deadline);
   }
-  lock.unlock();
+  mu_.unlock();
   const bool handed_back = execute(*p, bounded);
-  lock.lock();
+  mu_.lock();
   if (handed_back) {
     if (abort_reason_) {
       graveyard_.push_back(std::move(p));  // aborted meanwhile: failed with the others
@@ -74,14 +73,14 @@ bool GlooBackend::claimP2PLocked(std::unique_lock<std::mutex>& lock, const WorkS
 }
 
 bool GlooBackend::closeYield(Pending& p) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   yielding_.erase(std::remove(yielding_.begin(), yielding_.end(), &p), yielding_.end());
   return p.yield_fired;
 }
 
 void GlooBackend::yielderLoop(std::stop_token st) {
   nameThisThread("mw-yield", cfg_.world);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!st.stop_requested()) {
     const Clock::time_point now = Clock::now();
     Clock::time_point next = Clock::time_point::max();
@@ -122,7 +121,7 @@ void GlooBackend::completerLoop(std::stop_token st) {
   // Gloo tells of a finished transfer only to a thread blocked on that one buffer: the completer
   // waits for one operation at a time, the oldest due. Operations a caller waits for are claimed
   // by that caller instead, so they never wait here behind another.
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!st.stop_requested()) {
     Clock::time_point next;
     if (auto p = takeDueP2PLocked(Clock::now(), &next)) {
