@@ -17,6 +17,8 @@ double r6(double v) { return std::round(v * 1e6) / 1e6; }
 json expectJson(const ExpectSpec& e) {
   json ex;
   if (e.has_broken) ex["broken"] = e.broken;
+  // Only when set: a report of a scenario without it reads as it did before the field was written.
+  if (!e.healthy.empty()) ex["healthy"] = e.healthy;
   if (e.detected_within) ex["detected_within_ms"] = e.detected_within->count();
   for (const auto& [w, v] : e.detected_within_world) ex["detected_within_world_ms"][w] = v.count();
   for (const auto& t : e.throughput) {

@@ -65,6 +65,7 @@ ExpectSpec expectFromJson(const json& ex) {
     e.has_broken = true;
     for (const auto& b : ex["broken"]) e.broken.insert(b.get<std::string>());
   }
+  for (const auto& h : ex.value("healthy", json::array())) e.healthy.insert(h.get<std::string>());
   if (ex.contains("detected_within_ms"))
     e.detected_within = Ms(ex["detected_within_ms"].get<long long>());
   const json per_world = ex.value("detected_within_world_ms", json::object());  // items() of a

@@ -59,6 +59,29 @@ TEST_CASE("a report's reruns and outcome survive the codec", "[model][report]") 
                     Catch::Contains("not a multiworld chaos report"));
 }
 
+TEST_CASE("a report judged again keeps the verdicts of expect.healthy", "[model][report]") {
+  // A scenario that names healthy worlds and no broken set: only those are judged.
+  Scenario s = leaderAnd(2);
+  s.expect.has_broken = false;
+  s.expect.broken.clear();
+  s.expect.healthy = {"w1"};
+  const Report rep = makeReport(s, emptyRun(), {}, Outcome::kCompleted, "", json::object());
+  const json doc = toJson(rep);
+  CHECK(doc["scenario"]["expect"]["healthy"] == json::array({"w1"}));
+  const Report again = rejudge(reportFromJson(json::parse(doc.dump())));
+  CHECK(again.scenario.expect.healthy == std::set<std::string>{"w1"});
+  const auto stays =
+      std::find_if(again.verdicts.begin(), again.verdicts.end(),
+                   [](const Verdict& v) { return v.name == "world w1 stays healthy"; });
+  REQUIRE(stays != again.verdicts.end());
+  CHECK(stays->status == VerdictStatus::kPass);
+  // Without the field (a report written before it existed, or a scenario without it), none.
+  Scenario plain = leaderAnd(2);
+  CHECK(toJson(makeReport(plain, emptyRun(), {}, Outcome::kCompleted, "",
+                          json::object()))["scenario"]["expect"]
+            .count("healthy") == 0);
+}
+
 // The saved reports (tests/model/saved) are of runs of the scenario library made by the harness
 // before its model moved to model/ (ef06fba: scenarios/*.lua with --backend gloo, and
 // tests/harness/fixtures/inconclusive_throughput.lua). The JSON rounds times to the millisecond
