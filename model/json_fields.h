@@ -22,6 +22,18 @@ inline const nlohmann::json& need(const nlohmann::json& j, const char* key,
   return j.at(key);
 }
 
+// `j[key]`, an array of `n` entries. Throws std::runtime_error "<where>: field '<key>' ..." when it
+// is missing, not an array, or of another length (a series' columns all have one entry per window).
+inline const nlohmann::json& column(const nlohmann::json& j, const char* key, size_t n,
+                                    const std::string& where) {
+  const nlohmann::json& c = need(j, key, where);
+  if (!c.is_array() || c.size() != n) {
+    throw std::runtime_error(where + ": field '" + key + "' is not an array of " +
+                             std::to_string(n) + " numbers (one per entry of t_s)");
+  }
+  return c;
+}
+
 // The value of a parsed field. Throws std::runtime_error "<field>: <why>" when it did not parse.
 template <class T>
 T known(Result<T> r, const std::string& field) {

@@ -9,7 +9,9 @@
 namespace mw::harness {
 
 using json = nlohmann::json;
+using json_fields::column;
 using json_fields::known;
+using json_fields::need;
 
 namespace {
 
@@ -206,18 +208,28 @@ RunRecord runFromJson(const json& run) {
   }
   const json series = run.value("series", json::object());
   for (auto wit = series.begin(); wit != series.end(); ++wit) {
+    if (!wit.value().is_object()) {
+      throw std::runtime_error("run.series." + wit.key() + ": not an object of roles");
+    }
     for (auto rit = wit.value().begin(); rit != wit.value().end(); ++rit) {
       const json& c = rit.value();
-      const size_t n = c.at("t_s").size();
+      const std::string where = "run.series." + wit.key() + "." + rit.key();
+      const size_t n = need(c, "t_s", where).size();
+      const json& t = column(c, "t_s", n, where);
+      const json& generation = column(c, "generation", n, where);
+      const json& bytes = column(c, "bytes", n, where);
+      const json& ops = column(c, "ops", n, where);
+      const json& lat_sum = column(c, "lat_sum_ns", n, where);
+      const json& lat_max = column(c, "lat_max_ns", n, where);
       auto& out = r.windows[wit.key()][rit.key()];
       for (size_t i = 0; i < n; ++i) {
         WindowRec w;
-        w.t = c["t_s"][i].get<double>();
-        w.generation = c["generation"][i].get<uint64_t>();
-        w.bytes = c["bytes"][i].get<double>();
-        w.ops = c["ops"][i].get<double>();
-        w.lat_sum_ns = c["lat_sum_ns"][i].get<double>();
-        w.lat_max_ns = c["lat_max_ns"][i].get<double>();
+        w.t = t[i].get<double>();
+        w.generation = generation[i].get<uint64_t>();
+        w.bytes = bytes[i].get<double>();
+        w.ops = ops[i].get<double>();
+        w.lat_sum_ns = lat_sum[i].get<double>();
+        w.lat_max_ns = lat_max[i].get<double>();
         out.push_back(w);
       }
     }
@@ -225,18 +237,23 @@ RunRecord runFromJson(const json& run) {
   const json cpu = run.value("cpu", json::object());
   for (auto it = cpu.begin(); it != cpu.end(); ++it) {
     const json& c = it.value();
+    const std::string where = "run.cpu." + it.key();
+    const size_t n = need(c, "t_s", where).size();
+    const json& t = column(c, "t_s", n, where);
+    const json& cpu_s = column(c, "cpu_s", n, where);
+    const json& wait_s = column(c, "wait_s", n, where);
     auto& out = r.cpu[it.key()];
-    for (size_t i = 0; i < c.at("t_s").size(); ++i) {
-      out.push_back({c["t_s"][i].get<double>(), c.at("cpu_s")[i].get<double>(),
-                     c.at("wait_s")[i].get<double>()});
+    for (size_t i = 0; i < n; ++i) {
+      out.push_back({t[i].get<double>(), cpu_s[i].get<double>(), wait_s[i].get<double>()});
     }
   }
   const json machine = run.value("machine", json::object());
   r.machine_cpus = machine.value("cpus", 0);
   if (machine.contains("t_s")) {
-    for (size_t i = 0; i < machine["t_s"].size(); ++i) {
-      r.machine.push_back({machine["t_s"][i].get<double>(), machine.at("busy_s")[i].get<double>()});
-    }
+    const size_t n = machine["t_s"].size();
+    const json& t = column(machine, "t_s", n, "run.machine");
+    const json& busy = column(machine, "busy_s", n, "run.machine");
+    for (size_t i = 0; i < n; ++i) r.machine.push_back({t[i].get<double>(), busy[i].get<double>()});
   }
   return r;
 }

@@ -117,5 +117,33 @@ TEST_CASE("rejudge: each saved report read back and judged again is the same rep
   CHECK(n >= 10);
 }
 
+TEST_CASE("a damaged report is refused with the field named, never read past its arrays",
+          "[model][report]") {
+  std::ifstream in(fs::path(MW_SAVED_REPORTS) / "demo_worker_killed.json");
+  const json saved = json::parse(in);
+  auto refusal = [](const json& doc) {
+    try {
+      (void)reportFromJson(doc);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  json shortColumn = saved;
+  shortColumn["run"]["series"]["w1"]["a"]["generation"].erase(0);
+  CHECK_THAT(refusal(shortColumn),
+             Catch::Contains("run.series.w1.a: field 'generation' is not an array of 51"));
+  json noColumn = saved;
+  noColumn["run"]["cpu"]["b"].erase("wait_s");
+  CHECK_THAT(refusal(noColumn), Catch::Contains("run.cpu.b: missing field 'wait_s'"));
+  json notRoles = saved;
+  notRoles["run"]["series"]["w2"] = 3;
+  CHECK_THAT(refusal(notRoles), Catch::Contains("run.series.w2: not an object of roles"));
+  // A value of the wrong type: nlohmann's error, with the value's path (JSON_DIAGNOSTICS).
+  json wrongType = saved;
+  wrongType["scenario"]["worlds"]["w1"]["size"] = "2";
+  CHECK_THAT(refusal(wrongType), Catch::Contains("/scenario/worlds/w1/size"));
+}
+
 }  // namespace
 }  // namespace mw::harness::testing

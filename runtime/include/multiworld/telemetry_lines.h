@@ -9,14 +9,16 @@
 // (newlines replaced by spaces when written).
 //
 //   fifo <path>|-                       failpoint control fifo, or "-": no failpoints compiled in
-//   ready <t>                           every world joined
+//   ready <t>                           every world joined (the runtime: every world of
+//                                       MW_TELEMETRY_WORLDS, or the first when that is unset)
 //   event <t> <world> <kind> <generation> <cause>|- <peer> <detail...>
 //                                       (a program's `created` detail: optionsText)
 //   metrics <t> <world> <generation> <bytes> <ops> <latency_sum_ns> <latency_max_ns>
 //   cpu <t> <cpu_ns> <wait_ns>          the worker process's CPU time and run-queue wait (summed
 //                                       over its threads) during the window that ends at t
 //   joinfail <t> <world> <status...>    a join or rejoin failed (the worker tries again)
-//   error <message...>                  fatal: the worker exits 3
+//   error <message...>                  mw_worker: fatal, it exits 3; the runtime: the failpoint
+//                                       fifo could not be opened, the program goes on
 //   app <t> <name> <value>              a program's own metric (multiworld/telemetry.h): the sum
 //                                       of what it reported in the window that ends at t
 //

@@ -231,7 +231,7 @@ void GlooBackend::runOp(Pending& p) {
   }
 }
 
-bool GlooBackend::execute(Pending& p, bool yieldable) {
+bool GlooBackend::execute(Pending& p, bool yieldable) noexcept {
   if (!isP2P(p.req)) channel_.setDeadline(p.req.deadline);
   try {
     runOp(p);
@@ -280,7 +280,7 @@ void GlooBackend::report(Pending& p, Cause cause, int peer, const std::string& d
   finish(p, on_error_(cause, peer, detail));  // breaks the world, which aborts us
 }
 
-void GlooBackend::finish(Pending& p, Status s) {
+void GlooBackend::finish(Pending& p, Status s) noexcept {
   // After a failure Gloo's loop may still be signalling or filling this operation's buffers until
   // it has closed the world's (shut down) connections: only then are they ours to drop, and only
   // after that may the caller free the memory they point to.

@@ -61,16 +61,16 @@ class GlooBackend final : public Backend,
 
   ~GlooBackend() override { shutdown(); }
 
-  void submit(OpRequest op, bool caller_waits) override;
-  void abort(const Status& reason) override;
-  void shutdown() override;
+  void submit(OpRequest op, bool caller_waits) override MW_EXCLUDES(mu_);
+  void abort(const Status& reason) override MW_EXCLUDES(mu_);
+  void shutdown() override MW_EXCLUDES(mu_, close_mu_);
   void tick(Clock::time_point now) override { calls_.tick(now); }
 
   // WorkDriver. driveUntil runs queued operations in this thread until `target` completes, while
   // nobody else runs them and each one's deadline is no later than `deadline`; what it leaves is
   // expedited.
-  void driveUntil(const WorkState* target, Deadline deadline) override;
-  void expedite(const WorkState* target) override {
+  void driveUntil(const WorkState* target, Deadline deadline) override MW_EXCLUDES(mu_);
+  void expedite(const WorkState* target) override MW_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     expediteLocked(target);
   }
@@ -104,7 +104,7 @@ class GlooBackend final : public Backend,
   // completer and the executor may be blocked in Gloo for as long as an operation lasts.
   void yielderLoop(std::stop_token st);
   // Takes `p` out of yielding_; whether the yielder interrupted it. Called once per bounded run.
-  bool closeYield(Pending& p);
+  bool closeYield(Pending& p) MW_EXCLUDES(mu_);
   // Takes the oldest due point-to-point operation out of p2p_, or returns nullptr and sets `next`
   // to when the next one is due. REQUIRES: mu_ held.
   std::unique_ptr<Pending> takeDueP2PLocked(Clock::time_point now, Clock::time_point* next)
@@ -126,12 +126,16 @@ class GlooBackend final : public Backend,
   void releaseLocked() MW_REQUIRES(mu_);
   // Runs `p` and finishes it. With `yieldable` (a bounded run of a send or receive), an
   // interruption by the yielder returns true instead, the operation unfinished and not failed.
-  bool execute(Pending& p, bool yieldable = false);
+  // Gloo's errors are caught inside; anything else escaping (memory exhausted while reporting)
+  // ends the process: the callers release mu_ around it and count it running, and a half-done
+  // operation would leave both wrong (a hang at shutdown).
+  bool execute(Pending& p, bool yieldable = false) noexcept MW_EXCLUDES(mu_);
   void runOp(Pending& p);
-  void report(Pending& p, Cause cause, int peer, const std::string& detail);
-  void reportGlooError(Pending& p, const std::string& what);
-  void finish(Pending& p, Status s);
-  Status abortReason();
+  void report(Pending& p, Cause cause, int peer, const std::string& detail) MW_EXCLUDES(mu_);
+  void reportGlooError(Pending& p, const std::string& what) MW_EXCLUDES(mu_);
+  // Completes `p` with `s` (noexcept: see execute).
+  void finish(Pending& p, Status s) noexcept MW_EXCLUDES(mu_);
+  Status abortReason() MW_EXCLUDES(mu_);
   // After an abort: returns once every connection of the world is closed, after closing the ones
   // Gloo's loop has not closed within kQuietGrace. Gloo no longer touches any buffer then.
   void waitConnectionsQuiet();
