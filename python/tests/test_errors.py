@@ -206,7 +206,17 @@ def test_blocking_initialize_world_in_threads():
 
     threads = [threading.Thread(target=join, args=(0, 0))]
     threads[0].start()
-    port = managers[0].store_port(name, 10)  # known while rank 0 is still joining
+    # The name is unknown (not_found) until the thread's join has begun, which a loaded machine
+    # may delay; from then store_port waits for the port, known while rank 0 is still joining.
+    until = time.monotonic() + 10
+    while True:
+        try:
+            port = managers[0].store_port(name, 10)
+            break
+        except mw.MultiworldError as e:
+            if e.code != "not_found" or time.monotonic() > until:
+                raise
+            time.sleep(0.001)
     assert managers[0].world(name).state == "joining"
     for r in (1, 2):
         threads.append(threading.Thread(target=join, args=(r, port)))
