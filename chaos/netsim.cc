@@ -20,21 +20,6 @@
 
 namespace mw::chaos {
 
-namespace {
-
-constexpr auto kCommandLimit = std::chrono::seconds(10);
-
-// The program's path in the system directories, or "" when it is not installed.
-std::string which(const char* prog) {
-  for (const char* dir : {"/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
-    std::string p = std::string(dir) + "/" + prog;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
-
-}  // namespace
-
 Status SimNet::available() {
   if (::geteuid() != 0) {
     return Status(Code::kUnavailable,
@@ -42,7 +27,7 @@ Status SimNet::available() {
                   "and tc); run mwchaos as root");
   }
   for (const char* prog : {"ip", "iptables", "tc", "nsenter"}) {
-    if (which(prog).empty()) {
+    if (whichProgram(prog).empty()) {
       return Status(Code::kUnavailable, std::string("network faults need the '") + prog +
                                             "' program (apt-get install iproute2 iptables "
                                             "util-linux)");
@@ -90,31 +75,10 @@ Result<SimNet::Holder> SimNet::hold() {
 }
 
 Status SimNet::in(const Holder& h, const std::vector<std::string>& argv) const {
-  // available() checked that every program is installed.
-  std::vector<std::string> cmd = {which("nsenter"), "-t", std::to_string(h.pid), "-n",
-                                  which(argv.at(0).c_str())};
+  std::vector<std::string> cmd = {"nsenter", "-t", std::to_string(h.pid), "-n",
+                                  whichProgram(argv.at(0))};
   cmd.insert(cmd.end(), argv.begin() + 1, argv.end());
-  std::string text;
-  for (const auto& a : argv) text += (text.empty() ? "" : " ") + a;
-  auto p = Process::spawn(cmd);
-  if (!p.ok()) return p.status();
-  std::string err, out;
-  const auto until = deadlineIn(kCommandLimit);
-  while (!(*p)->poll() && Clock::now() < until) {
-    (*p)->readStderr(&err);
-    (*p)->readStdout(&out);
-    ::usleep(1000);
-  }
-  if (!(*p)->poll()) {
-    (*p)->killAndReap();
-    return Status(Code::kTimeout, "'" + text + "' did not finish in 10 s");
-  }
-  (*p)->readStderr(&err);
-  if ((*p)->exitCode() != 0) {
-    while (!err.empty() && err.back() == '\n') err.pop_back();
-    return Status(Code::kIoError, "'" + text + "' failed (" + (*p)->exitText() + "): " + err);
-  }
-  return Status::Ok();
+  return runProgram(cmd);
 }
 
 Result<std::unique_ptr<SimNet>> SimNet::create(const std::vector<std::string>& hosts) {
@@ -191,89 +155,6 @@ std::string SimNet::address(const std::string& host) const {
 std::string SimNet::netns(const std::string& host) const {
   auto it = hosts_.find(host);
   return it == hosts_.end() ? "" : "/proc/" + std::to_string(it->second.pid) + "/ns/net";
-}
-
-Status SimNet::forHost(const std::string& host, const Holder** h, std::string* addr) const {
-  auto it = hosts_.find(host);
-  if (it == hosts_.end()) return Status(Code::kInvalidArgument, "no simulated host '" + host + "'");
-  *h = &it->second;
-  *addr = addrs_.at(host);
-  return Status::Ok();
-}
-
-Status SimNet::partition(const std::vector<std::string>& a, const std::vector<std::string>& b,
-                         bool loud, bool oneway) {
-  auto cut = [&](const std::string& from, const std::string& to) -> Status {
-    const Holder* hf = nullptr;
-    const Holder* ht = nullptr;
-    std::string af, at;
-    MW_RETURN_IF_ERROR(forHost(from, &hf, &af));
-    MW_RETURN_IF_ERROR(forHost(to, &ht, &at));
-    if (loud) {
-      // TCP gets a reset at once; anything else an ICMP "port unreachable".
-      MW_RETURN_IF_ERROR(in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-p", "tcp", "-j", "REJECT",
-                                  "--reject-with", "tcp-reset"}));
-      return in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-j", "REJECT"});
-    }
-    return in(*hf, {"iptables", "-A", "OUTPUT", "-d", at, "-j", "DROP"});
-  };
-  for (const auto& x : a) {
-    for (const auto& y : b) {
-      MW_RETURN_IF_ERROR(cut(x, y));
-      if (!oneway) MW_RETURN_IF_ERROR(cut(y, x));
-    }
-  }
-  return Status::Ok();
-}
-
-Status SimNet::loss(const std::string& host, double p) {
-  const Holder* h = nullptr;
-  std::string addr;
-  MW_RETURN_IF_ERROR(forHost(host, &h, &addr));
-  char prob[32];
-  std::snprintf(prob, sizeof(prob), "%.4f", p);
-  MW_RETURN_IF_ERROR(in(*h, {"iptables", "-A", "INPUT", "!", "-i", "lo", "-m", "statistic",
-                             "--mode", "random", "--probability", prob, "-j", "DROP"}));
-  MW_RETURN_IF_ERROR(in(*h, {"iptables", "-A", "OUTPUT", "!", "-o", "lo", "-m", "statistic",
-                             "--mode", "random", "--probability", prob, "-j", "DROP"}));
-  return Status::Ok();
-}
-
-Status SimNet::bandwidth(const std::string& host, const std::string& rate) {
-  const Holder* h = nullptr;
-  std::string addr;
-  MW_RETURN_IF_ERROR(forHost(host, &h, &addr));
-  return in(*h, {"tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst",
-                 "64kb", "latency", "400ms"});
-}
-
-Status SimNet::delay(const std::string& host, int ms, int jitter_ms) {
-  const Holder* h = nullptr;
-  std::string addr;
-  MW_RETURN_IF_ERROR(forHost(host, &h, &addr));
-  Status s = in(*h, {"tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay",
-                     std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
-  if (!s.ok() && (s.message().find("netem") != std::string::npos ||
-                  s.message().find("qdisc kind is unknown") != std::string::npos)) {
-    return Status(
-        Code::kUnavailable,
-        "this kernel has no netem qdisc (sch_netem), so delay cannot be simulated: " + s.message());
-  }
-  return s;
-}
-
-Status SimNet::heal() {
-  Status first;
-  for (const auto& name : order_) {
-    const Holder& h = hosts_.at(name);
-    for (const char* chain : {"INPUT", "OUTPUT"}) {
-      Status s = in(h, {"iptables", "-F", chain});
-      if (first.ok() && !s.ok()) first = s;
-    }
-    // No qdisc to delete is fine.
-    in(h, {"tc", "qdisc", "del", "dev", "eth0", "root"}).ignore();
-  }
-  return first;
 }
 
 }  // namespace mw::chaos

@@ -3,8 +3,7 @@
 // by a child process that dies with the harness (parent-death signal), so when the harness goes,
 // however it goes, the kernel removes the namespaces, their veths, routes and firewall rules.
 //
-// Faults are firewall rules (iptables) and qdiscs (tc) inside the hosts' namespaces. The kernel of
-// these machines has no netem: delay and netem-based loss are reported unavailable, never ignored.
+// Faults on these hosts are made by a host agent in each namespace (chaos/host_rules.h).
 //
 // Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), network namespaces, and the ip, iptables, tc and
 // nsenter programs. Thread rules: one thread at a time.
@@ -35,20 +34,6 @@ class SimNet {
   std::string address(const std::string& host) const;
   std::string netns(const std::string& host) const;
 
-  // Cuts traffic from hosts `a` to hosts `b` and, unless `oneway`, from `b` to `a`. Silent: the
-  // packets are dropped (peers see nothing until their own timeouts); loud: TCP gets a reset at
-  // once (ECONNRESET), other packets an ICMP reject.
-  Status partition(const std::vector<std::string>& a, const std::vector<std::string>& b, bool loud,
-                   bool oneway);
-  // Drops each packet to and from `host` with probability `p` (iptables statistic).
-  Status loss(const std::string& host, double p);
-  // Caps what `host` sends to `rate` ("10mbit", "1gbit"; tc tbf).
-  Status bandwidth(const std::string& host, const std::string& rate);
-  // Delays what `host` sends by `ms` (tc netem). kUnavailable where the kernel has no netem.
-  Status delay(const std::string& host, int ms, int jitter_ms);
-  // Removes every rule and qdisc: the network is whole again.
-  Status heal();
-
   // The inode numbers of its network namespaces (the switch's and every host's), for
   // namespacesAlive() once it is gone.
   std::vector<ino_t> namespaceInodes() const;
@@ -61,7 +46,6 @@ class SimNet {
   static Result<Holder> hold();
   // Runs argv in the namespace of `holder` (nsenter); kIoError with its stderr on failure.
   Status in(const Holder& h, const std::vector<std::string>& argv) const;
-  Status forHost(const std::string& host, const Holder** h, std::string* addr) const;
 
   Holder switch_;
   std::vector<std::string> order_;

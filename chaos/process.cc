@@ -286,6 +286,47 @@ bool Process::readStdout(std::string* into) { return readAvailable(out_, into); 
 bool Process::readStderr(std::string* into) { return readAvailable(err_, into); }
 bool Process::readTelemetry(std::string* into) { return readAvailable(tel_, into); }
 
+std::string whichProgram(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return ::access(prog.c_str(), X_OK) == 0 ? prog : "";
+  for (const char* dir : {"/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
+    std::string p = std::string(dir) + "/" + prog;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+Status runProgram(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
+  if (argv.empty()) return Status(Code::kInvalidArgument, "runProgram: empty argv");
+  std::string text;
+  for (const auto& a : argv) text += (text.empty() ? "" : " ") + a;
+  std::vector<std::string> cmd = argv;
+  cmd[0] = whichProgram(argv[0]);
+  if (cmd[0].empty()) {
+    return Status(Code::kUnavailable,
+                  "'" + argv[0] + "' is not installed (needed for '" + text + "')");
+  }
+  auto p = Process::spawn(cmd);
+  if (!p.ok()) return p.status();
+  std::string err, out;
+  const auto until = deadlineIn(limit);
+  while (!(*p)->poll() && Clock::now() < until) {
+    (*p)->readStderr(&err);
+    (*p)->readStdout(&out);
+    ::usleep(500);
+  }
+  if (!(*p)->poll()) {
+    (*p)->killAndReap();
+    return Status(Code::kTimeout,
+                  "'" + text + "' did not finish in " + std::to_string(limit.count()) + " ms");
+  }
+  (*p)->readStderr(&err);
+  if ((*p)->exitCode() != 0) {
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    return Status(Code::kIoError, "'" + text + "' failed (" + (*p)->exitText() + "): " + err);
+  }
+  return Status::Ok();
+}
+
 std::vector<pid_t> allPids() {
   std::vector<pid_t> out;
   DIR* d = ::opendir("/proc");

@@ -49,6 +49,8 @@ class Process {
                                                 const SpawnOptions& options);
 
   pid_t pid() const { return pid_; }
+  // The write end of its stdin (non-blocking); -1 once closed.
+  int stdinFd() const { return in_; }
   int stdoutFd() const { return out_; }
   int stderrFd() const { return err_; }
   // The read end of the child's fd 3 (non-blocking); -1 when spawned without options.telemetry.
@@ -98,6 +100,17 @@ class Process {
   int term_signal_ = 0;
   void noteStatus(int status);
 };
+
+// The program's path in the system directories (/usr/sbin, /usr/bin, /sbin, /bin), or "" when it
+// is not installed.
+std::string whichProgram(const std::string& prog);
+
+// Runs `argv` (argv[0] a program name, looked up with whichProgram, or a path) to completion, for
+// at most `limit`. OK when it exits 0; kIoError naming the command, how it ended and its stderr
+// otherwise; kTimeout (after killing it) when it runs past `limit`; kUnavailable when the program
+// is not installed.
+Status runProgram(const std::vector<std::string>& argv,
+                  std::chrono::milliseconds limit = std::chrono::seconds(10));
 
 // The processes of process group `pgid` that are still alive (for orphan checks).
 int aliveInGroup(pid_t pgid);

@@ -100,6 +100,8 @@ void Run::prepare() {
     }
     net_ = std::move(*net);
   }
+  startAgents();
+  if (res_.outcome != Outcome::kCompleted) return;
   for (const auto& a : s_.timeline) {
     if (const auto* f = std::get_if<Failpoint>(&a.fault); f && chaos::isPosixPoint(f->point))
       posix_roles_.insert(f->role);
@@ -240,19 +242,19 @@ bool Run::start(const std::string& role) {
   std::string prefix;
   w.fifo_wanted = fifo_roles_.count(role) > 0;
   if (w.fifo_wanted) {
-    char dir[] = "/tmp/mwchaos-XXXXXX";
-    if (::mkdtemp(dir) == nullptr) {
-      fail(Outcome::kHarnessError, std::string("mkdtemp: ") + std::strerror(errno));
+    // A folder on the role's host, for libfiu's fifos: the agent removes it with the role.
+    auto dir = agentOfRole(role).call(agent::MakeDir{role});
+    if (!dir.ok()) {
+      fail(Outcome::kHarnessError, "a folder for role '" + role + "': " + dir.status().message());
       return false;
     }
-    w.fifo_dir = dir;
+    w.fifo_dir = dir->path;
     prefix = w.fifo_dir + "/fiu";
   }
-  chaos::SpawnOptions options;
-  options.netns = net_ ? net_->netns(spec.host) : "";
-  std::vector<std::string> argv;
+  agent::Spawn options;
+  options.role = role;
   if (w.program) {
-    argv = programArgv(spec);
+    options.argv = programArgv(spec);
     options.env = programEnv(spec);
     if (w.fifo_wanted) {
       // The runtime in the program opens libfiu's control fifo there and names it on fd 3.
@@ -262,19 +264,20 @@ bool Run::start(const std::string& role) {
     options.executable = spec.executable;
     options.cwd = spec.cwd;
     options.telemetry = true;
+    options.meter = true;  // a program writes no `cpu` lines: its agent meters it
   } else {
-    argv = {o_.worker_path, "--config", chaos::toJson(config(role, prefix))};
+    options.argv = {o_.worker_path, "--config", chaos::toJson(config(role, prefix))};
     options.env = {token_env_};
     if (posix_roles_.count(role)) options.env.push_back(posix_env_);  // libfiu's POSIX preload
   }
-  auto p = chaos::Process::spawn(argv, options);
+  w.proc.reset();
+  auto p = agentOfRole(role).spawn(options);
   if (!p.ok()) {
     fail(Outcome::kHarnessError, "starting role '" + role + "': " + p.status().message());
     return false;
   }
   w.proc = std::move(*p);
-  w.cpu.reset();
-  if (w.program) w.cpu = std::make_unique<chaos::CpuMeter>(w.proc->pid());
+  w.fifo_open = false;
   w.ready = false;
   w.out_eof = w.err_eof = false;
   w.tel_eof = !w.program;
@@ -302,21 +305,51 @@ void Run::finishWorker(Worker& w) {
   rec.stderr_tail = w.err_tail;
   rec.stdout_tail = w.out_tail;
   res_.record.workers.push_back(rec);
-  removeFifoDir(w);
 }
 
-void Run::removeFifoDir(Worker& w) {
-  if (w.fifo_dir.empty()) return;
-  // libfiu's fifos are unlinked once opened; remove them too when they never were.
-  if (w.proc) {
-    std::string base = w.fifo_dir + "/fiu-" + std::to_string(w.proc->pid());
-    ::unlink((base + ".in").c_str());
-    ::unlink((base + ".out").c_str());
-  }
-  ::rmdir(w.fifo_dir.c_str());
+void Run::releaseWorker(Worker& w) {
+  if (!w.proc) return;
+  std::string left_dir;
+  res_.record.leftover_processes += w.proc->release(&left_dir);
+  if (!left_dir.empty()) res_.record.leftover_files.push_back(left_dir);
+  w.proc.reset();
   w.fifo_dir.clear();
+  w.fifo_open = false;
 }
 
+void Run::startAgents() {
+  // One agent per simulated host, inside its namespace; one for this machine otherwise.
+  std::vector<std::pair<std::string, std::string>> hosts;  // name, namespace
+  if (net_) {
+    for (const auto& h : s_.hosts()) hosts.emplace_back(h, net_->netns(h));
+  }
+  const bool any_here = std::any_of(s_.roles.begin(), s_.roles.end(),
+                                    [](const auto& r) { return r.second.host.empty(); });
+  if (!net_ || any_here) hosts.emplace_back("", "");
+  for (const auto& [host, netns] : hosts) {
+    agent::LaunchSpec spec;
+    spec.host = host.empty() ? "local" : host;
+    spec.launcher = host.empty() ? "local" : "netns";
+    spec.argv = {o_.agent_path, "agent", "--stdio"};
+    spec.netns = netns;
+    auto c = agent::Connection::start(spec, kAgentStart);
+    if (!c.ok()) {
+      fail(Outcome::kHarnessError, c.status().message());
+      return;
+    }
+    const agent::Connection& a = **c;
+    HostRec rec;
+    rec.name = spec.host;
+    rec.launcher = spec.launcher;
+    rec.node = a.hello().host;
+    rec.same_clock = a.sameClock();
+    rec.offset_ms = static_cast<double>(a.clock().offset_ns) / 1e6;
+    rec.uncertainty_ms = static_cast<double>(a.clock().uncertainty_ns) / 1e6;
+    rec.rtt_ms = static_cast<double>(a.clock().rtt_ns) / 1e6;
+    res_.record.hosts.push_back(rec);
+    agents_[host] = std::move(*c);
+  }
+}
 void Run::waitReady() {
   const auto until = deadlineIn(s_.startup);
   for (;;) {
@@ -443,35 +476,19 @@ void Run::stopAll() {
 }
 
 void Run::cleanup() {
-  for (auto& [role, w] : workers_) {
-    if (!w.proc) continue;
-    // The worker has exited (a zombie until released here), but processes of its group (its
-    // own children) may take a moment to die after the group's SIGKILL: give them a second,
-    // then count what is left.
-    w.proc->release();
-    const pid_t group = w.proc->pid();
-    const auto until = deadlineIn(1s);
-    int alive = chaos::aliveInGroup(group);
-    while (alive > 0 && Clock::now() < until) {
-      ::kill(-group, SIGKILL);
-      std::this_thread::sleep_for(5ms);
-      alive = chaos::aliveInGroup(group);
-    }
-    res_.record.leftover_processes += alive;
-    w.proc.reset();
+  for (auto& [role, w] : workers_) releaseWorker(w);
+  // Each agent removes its network rules and what is left of its roles, and exits.
+  for (auto& [host, a] : agents_) {
+    Status st = a->bye();
+    if (!st.ok()) res_.record.harness_errors.push_back("host agent: " + st.message());
   }
+  agents_.clear();
   if (net_) {
     // The holders die with net_, and the kernel removes each namespace with its veths, bridge
     // and rules once nothing is left in it: count any that some process still holds.
     auto inodes = net_->namespaceInodes();
     net_.reset();
     res_.record.leftover_namespaces = chaos::namespacesAlive(inodes);
-  }
-  for (auto& [role, w] : workers_) {
-    if (!w.fifo_dir.empty()) {
-      struct stat st {};
-      if (::stat(w.fifo_dir.c_str(), &st) == 0) res_.record.leftover_files.push_back(w.fifo_dir);
-    }
   }
 }
 

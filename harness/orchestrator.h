@@ -16,6 +16,7 @@ namespace mw::harness {
 
 struct RunOptions {
   std::string worker_path;  // the mw_worker program
+  std::string agent_path;   // the mwchaos program, run as `agent --stdio` on each host
   int verbosity = 1;        // 0: quiet, 1: progress, 2: every worker line
   bool tty = false;         // progress redraws one line (else a line per second)
   const std::atomic<bool>* interrupted = nullptr;  // set by the CLI's signal handler

@@ -69,16 +69,49 @@ void Run::act(size_t i) {
 Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
   Status st = std::visit(
       Overload{
-          [&](const Partition& p) { return net_->partition(p.a, p.b, p.loud, p.oneway); },
+          [&](const Partition& p) {
+            // Each side's agent drops (or rejects) what its host sends to the other side.
+            auto cut = [&](const std::vector<std::string>& from,
+                           const std::vector<std::string>& to) -> Status {
+              agent::Net m;
+              m.op = "cut";
+              m.loud = p.loud;
+              for (const auto& h : to) m.peers.push_back(net_->address(h));
+              for (const auto& h : from) MW_RETURN_IF_ERROR(netOn(h, m));
+              return Status::Ok();
+            };
+            MW_RETURN_IF_ERROR(cut(p.a, p.b));
+            return p.oneway ? Status::Ok() : cut(p.b, p.a);
+          },
           [&](const Heal&) {
-            Status st = net_->heal();
+            Status st;
+            for (const auto& h : s_.hosts()) {
+              agent::Net m;
+              m.op = "heal";
+              Status one = netOn(h, m);
+              if (st.ok() && !one.ok()) st = one;
+            }
             clearDelays();
             return st;
           },
-          [&](const Loss& l) { return net_->loss(l.host, l.p); },
-          [&](const Bandwidth& b) { return net_->bandwidth(b.host, b.rate); },
+          [&](const Loss& l) {
+            agent::Net m;
+            m.op = "loss";
+            m.p = l.p;
+            return netOn(l.host, m);
+          },
+          [&](const Bandwidth& b) {
+            agent::Net m;
+            m.op = "bandwidth";
+            m.rate = b.rate;
+            return netOn(b.host, m);
+          },
           [&](const Delay& d) {
-            Status st = net_->delay(d.host, d.delay_ms, d.jitter_ms);
+            agent::Net m;
+            m.op = "delay";
+            m.delay_ms = d.delay_ms;
+            m.jitter_ms = d.jitter_ms;
+            Status st = netOn(d.host, m);
             if (st.code() == Code::kUnavailable) st = delayByFailpoint(d, f, st);
             return st;
           },
@@ -87,6 +120,14 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
       a.fault);
   f.acked = rel(nowNs());
   return st;
+}
+
+Status Run::netOn(const std::string& host, agent::Net m) {
+  auto it = agents_.find(host);
+  if (it == agents_.end()) {
+    return Status(Code::kInvalidArgument, "no agent for host '" + host + "'");
+  }
+  return it->second->call(std::move(m), std::chrono::seconds(30)).status();
 }
 
 Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
@@ -98,6 +139,7 @@ Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
       f.ends_role = true;
       f.gone = rel(nowNs());
       finishWorker(w);
+      releaseWorker(w);
     }
     f.acked = f.sent;
     if (!start(r->role)) return Status(Code::kIoError, "could not start the worker again");
@@ -115,10 +157,10 @@ Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
           [&](const Kill& k) {
             // Decided once, here, before the signal can take the process (and its /proc entry)
             // away; the expectations read it from the fault record.
-            f.ends_role = w.proc->endedBy(k.signal);
+            // (Its agent decides, before it sends the signal.)
+            f.ends_role = w.proc->signal(k.signal);
             w.killed_by_scenario = w.killed_by_scenario || f.ends_role;
             if (f.ends_role) w.ending_fault = static_cast<int>(&f - res_.record.faults.data());
-            w.proc->signal(k.signal);
             return sent();
           },
           [&](const Pause&) { return w.proc->signal(SIGSTOP), sent(); },
@@ -145,12 +187,19 @@ Status Run::fifoCommand(Worker& w, FaultRec& f, const std::string& command) {
                                         : "this build of the worker") +
                       " has no failpoints (configure with -DMW_WITH_FIU=ON and libfiu-dev)");
   }
-  if (!w.fifo.isOpen()) {
+  if (!w.fifo_open) {
     return Status(Code::kInvalidUsage, "role '" + w.role + "' has no failpoint fifo");
   }
-  Status st = w.fifo.command(command, deadlineIn(kCommandLimit));
+  Status st = fifoOn(w, command);
   if (st.ok()) f.acked = rel(nowNs());
   return st;
+}
+
+Status Run::fifoOn(Worker& w, const std::string& command) {
+  const int ms = static_cast<int>(std::chrono::milliseconds(kCommandLimit).count());
+  return agentOfRole(w.role)
+      .call(agent::FifoCommand{w.role, command, ms}, std::chrono::milliseconds(ms) + 1s)
+      .status();
 }
 
 Status Run::delayByFailpoint(const Delay& d, FaultRec& f, const Status& netem) {
@@ -158,15 +207,14 @@ Status Run::delayByFailpoint(const Delay& d, FaultRec& f, const Status& netem) {
   for (const auto& [name, r] : s_.roles) {
     if (r.host != d.host) continue;
     Worker& w = workers_[name];
-    if (w.fifo_unavailable || !w.fifo.isOpen()) {
+    if (w.fifo_unavailable || !w.fifo_open) {
       return Status(Code::kUnavailable, netem.message() + "; and role '" + name +
                                             "' has no failpoint fifo to delay it instead");
     }
     for (const auto& [world, rank] : r.ranks) {
       const std::string point =
           std::string("mw/") + backendName(s_.worlds.at(world).backend) + "/delay/" + world;
-      Status st = w.fifo.command(chaos::enableCommand(point, d.delay_ms, 0, 1.0, false),
-                                 deadlineIn(kCommandLimit));
+      Status st = fifoOn(w, chaos::enableCommand(point, d.delay_ms, 0, 1.0, false));
       if (!st.ok()) return st;
       delays_.emplace_back(name, point);
     }
@@ -180,8 +228,7 @@ Status Run::delayByFailpoint(const Delay& d, FaultRec& f, const Status& netem) {
 void Run::clearDelays() {
   for (const auto& [role, point] : delays_) {
     Worker& w = workers_[role];
-    if (w.fifo.isOpen())
-      w.fifo.command(chaos::disableCommand(point), deadlineIn(kCommandLimit)).ignore();
+    if (w.fifo_open) fifoOn(w, chaos::disableCommand(point)).ignore();
   }
   delays_.clear();
 }

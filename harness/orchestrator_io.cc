@@ -81,7 +81,15 @@ void Run::handleLine(Worker& w, const std::string& line) {
                                          "): '" + line.substr(0, 200) + "'");
     return;
   }
-  std::visit([&](auto& l) { take(w, l); }, *parsed);
+  std::visit(
+      [&](auto& l) {
+        // The role's times are its host's steady clock: placed on ours by its agent's offset.
+        if constexpr (requires { l.t_ns; }) {
+          if (w.proc) l.t_ns = w.proc->connection().toLocal(l.t_ns);
+        }
+        take(w, l);
+      },
+      *parsed);
 }
 
 void Run::take(Worker& w, const telemetry_lines::Metrics& l) {
@@ -153,13 +161,15 @@ void Run::take(Worker& w, const telemetry_lines::Fifo& l) {
     w.fifo_unavailable = true;
     return;
   }
-  auto c = chaos::FifoControl::open(l.path, deadlineIn(kFifoLimit));
-  if (!c.ok()) {
-    res_.record.harness_errors.push_back("role '" + w.role + "': " + c.status().message());
+  const int ms = static_cast<int>(std::chrono::milliseconds(kFifoLimit).count());
+  Status st = agentOfRole(w.role)
+                  .call(agent::FifoOpen{w.role, l.path, ms}, std::chrono::milliseconds(ms) + 1s)
+                  .status();
+  if (!st.ok()) {
+    res_.record.harness_errors.push_back("role '" + w.role + "': " + st.message());
   } else {
-    w.fifo = std::move(*c);
+    w.fifo_open = true;
   }
-  removeFifoDir(w);
 }
 
 void Run::take(Worker& w, const telemetry_lines::Error& l) {
@@ -172,16 +182,18 @@ void Run::take(Worker& w, const telemetry_lines::Error& l) {
 
 void Run::pump(int ms) {
   std::vector<pollfd> fds;
-  for (auto& [role, w] : workers_) {
-    if (!w.proc) continue;
-    if (!w.out_eof) fds.push_back({w.proc->stdoutFd(), POLLIN, 0});
-    if (!w.err_eof) fds.push_back({w.proc->stderrFd(), POLLIN, 0});
-    if (!w.tel_eof) fds.push_back({w.proc->telemetryFd(), POLLIN, 0});
+  for (auto& [host, a] : agents_) {
+    if (a->alive()) fds.push_back({a->fd(), POLLIN, 0});
   }
   if (!fds.empty())
     ::poll(fds.data(), fds.size(), ms);
   else
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  for (auto& [host, a] : agents_) {
+    if (a->alive() && !a->pump()) {
+      fail(Outcome::kHarnessError, "lost a host agent: " + a->error());
+    }
+  }
   for (auto& [role, w] : workers_) readAll(w);
 }
 
@@ -232,12 +244,21 @@ void Run::sampleMachine() {
   const long long now = nowNs();
   if (now < next_machine_ns_) return;
   next_machine_ns_ = now + 100000000LL;
-  // Program roles write no `cpu` lines: their processes are metered here, in the same windows.
+  // Program roles write no `cpu` lines: their agents meter their processes, in the same windows.
+  std::set<std::string> metered;  // hosts with a program role running
   for (auto& [role, w] : workers_) {
-    if (!w.cpu || !w.proc || w.proc->reaped()) continue;
-    const chaos::CpuMeter::Delta d = w.cpu->sample();
-    if (!d.available) continue;
-    take(w, telemetry_lines::Cpu{now, d.cpu_ns, d.wait_ns});
+    if (w.program && w.proc && !w.proc->reaped()) metered.insert(s_.roles.at(role).host);
+  }
+  for (const auto& host : metered) {
+    auto it = agents_.find(agents_.count(host) ? host : "");
+    if (it == agents_.end()) continue;
+    auto r = it->second->call(agent::Sample{});
+    if (!r.ok()) continue;
+    for (const auto& use : r->cpu) {
+      auto w = workers_.find(use.role);
+      if (w == workers_.end()) continue;
+      take(w->second, telemetry_lines::Cpu{now, use.cpu_ns, use.wait_ns});
+    }
   }
   const double busy = chaos::machineBusySeconds();
   if (busy < 0) return;

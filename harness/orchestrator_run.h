@@ -15,10 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "chaos/cpu_meter.h"
-#include "chaos/fifo_control.h"
+#include "agent/client.h"
 #include "chaos/netsim.h"
-#include "chaos/process.h"
 #include "chaos/worker_config.h"
 #include "harness/orchestrator.h"
 #include "multiworld/status.h"
@@ -31,6 +29,7 @@ using namespace std::chrono_literals;
 
 inline constexpr auto kStopGrace = 5s;     // a worker told to stop has exited
 inline constexpr auto kFifoLimit = 5s;     // a worker's failpoint fifo answers
+inline constexpr auto kAgentStart = 10s;   // an agent answers its hello
 inline constexpr auto kCommandLimit = 1s;  // one failpoint command answered
 inline constexpr size_t kStderrTail = 4000;
 
@@ -48,15 +47,13 @@ inline double cpuSeconds(int who) {
 
 struct Worker {
   std::string role;
-  std::unique_ptr<chaos::Process> proc;
-  chaos::FifoControl fifo;
-  std::string fifo_dir;
+  std::unique_ptr<agent::RemoteProcess> proc;  // on its host's agent
+  bool fifo_open = false;                      // its libfiu fifo is open (at its agent)
+  std::string fifo_dir;                        // on its host
   std::string out_buf;  // protocol lines not yet complete (a program role's telemetry pipe)
   std::string err_tail;
   std::string out_tail;  // a program role's stdout: logs, never parsed
   bool program = false;  // a program role: lines come from its telemetry pipe (fd 3)
-  // A program's CPU, metered from outside (a worker reports its own `cpu` lines).
-  std::unique_ptr<chaos::CpuMeter> cpu;
   bool ready = false;
   bool fifo_wanted = false;
   bool fifo_unavailable = false;
@@ -107,7 +104,19 @@ class Run {
 
   void finishWorker(Worker& w);
 
-  void removeFifoDir(Worker& w);
+  // Forgets the worker's process on its host (its folder goes), counting what was left behind.
+  void releaseWorker(Worker& w);
+
+  // The agent of a host ("" for this machine without simulated hosts).
+  agent::Connection& agentOf(const std::string& host) { return *agents_.at(host); }
+  agent::Connection& agentOfRole(const std::string& role) {
+    const std::string& host = s_.roles.at(role).host;
+    return agentOf(agents_.count(host) ? host : "");
+  }
+  // Starts one agent per host (prepare()).
+  void startAgents();
+  // One network request to the agent of `host`.
+  Status netOn(const std::string& host, agent::Net m);
 
   void readAll(Worker& w);
 
@@ -150,6 +159,8 @@ class Run {
   Status actOnRole(const ActionSpec& a, FaultRec& f);
   // A libfiu command through w's control fifo; kUnavailable when its build has no failpoints.
   Status fifoCommand(Worker& w, FaultRec& f, const std::string& command);
+  // One command through the role's fifo, at its agent.
+  Status fifoOn(Worker& w, const std::string& command);
 
   // No netem: delay every operation of the host's roles through the runtime's delay failpoint
   // (mw/<backend>/delay/<world>), which models latency per operation rather than per packet.
@@ -178,12 +189,15 @@ class Run {
   std::map<std::string, uint16_t> ports_;
   std::map<std::string, std::string> devices_;
   std::set<std::string> fifo_roles_;
-  std::set<std::string> posix_roles_;  // started with libfiu's POSIX preload
-  std::string token_env_;              // "MW_CHAOS_STORE_TOKEN=<this run's token>"
-  std::string token_;                  // this run's token
-  std::string posix_env_;              // "LD_PRELOAD=..." for them
-  std::map<std::string, Worker> workers_;
+  std::set<std::string> posix_roles_;   // started with libfiu's POSIX preload
+  std::string token_env_;               // "MW_CHAOS_STORE_TOKEN=<this run's token>"
+  std::string token_;                   // this run's token
+  std::string posix_env_;               // "LD_PRELOAD=..." for them
   std::unique_ptr<chaos::SimNet> net_;  // simulated hosts, when the scenario places roles on them
+  // The host agents, by host ("" for this machine): declared before workers_, so that every
+  // worker's process is released before its agent goes.
+  std::map<std::string, std::unique_ptr<agent::Connection>> agents_;
+  std::map<std::string, Worker> workers_;
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
   std::map<std::string, EventKind> state_;                   // world/role -> last event kind
   std::map<std::string, double> last_bytes_;                 // world/role -> last window's bytes

@@ -110,6 +110,19 @@ struct WorkerRec {
 // World names cannot hold ':', so the keys never meet.
 inline std::string appSeries(const std::string& name) { return "app:" + name; }
 
+// A host agent of the run (docs/hosts.md): where it ran, and how its clock was placed on the
+// controller's. Times its roles wrote are moved by offset_ms, and are right to within
+// uncertainty_ms (0 when the host shares the controller's clock).
+struct HostRec {
+  std::string name;         // the scenario's host; "local" for this machine without one
+  std::string launcher;     // local, netns, ssh, slurm
+  std::string node;         // the agent's host name (uname)
+  bool same_clock = false;  // the controller's own clock: times taken as they are
+  double offset_ms = 0;     // agent clock - controller clock
+  double uncertainty_ms = 0;
+  double rtt_ms = 0;  // the round trip of the best clock sample
+};
+
 struct RunRecord {
   double duration = 0;  // planned, seconds
   double elapsed = 0;   // from start to the end of the timeline
@@ -127,8 +140,9 @@ struct RunRecord {
   int leftover_processes = 0;
   int leftover_namespaces = 0;  // simulated hosts' network namespaces still alive after the run
   std::vector<std::string> leftover_files;
-  double harness_cpu = 0;  // seconds of CPU the harness used
-  double workers_cpu = 0;  // seconds of CPU its workers used
+  std::vector<HostRec> hosts;  // the agents; empty in reports of runs before them
+  double harness_cpu = 0;      // seconds of CPU the harness used
+  double workers_cpu = 0;      // seconds of CPU its workers used
 
   // Whether time `t` (seconds from the start) is within the run: from the start to the end of the
   // timeline, and never past the planned duration (stopping the workers afterwards ends every
@@ -144,6 +158,10 @@ struct RunRecord {
   // program's windows and events while the others were still joining) gets negative times, outside
   // inRun(), so every series stays in time order.
   void shiftTimes(double seconds);
+
+  // How far off the times of `host`'s roles may be (ms): its agent's clock uncertainty, 0 when it
+  // shares the controller's clock or is not known. ("" is this machine: "local".)
+  double clockUncertaintyMs(const std::string& host) const;
 };
 
 // The first place where a series of the record goes back in time: "windows of world W at role R:

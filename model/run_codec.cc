@@ -32,6 +32,18 @@ json runJson(const Scenario& s, const RunRecord& r) {
   run["leftover_processes"] = r.leftover_processes;
   run["leftover_namespaces"] = r.leftover_namespaces;
   run["leftover_files"] = r.leftover_files;
+  if (!r.hosts.empty()) {  // (reports of runs before host agents have none)
+    run["hosts"] = json::array();
+    for (const auto& h : r.hosts) {
+      run["hosts"].push_back({{"name", h.name},
+                              {"launcher", h.launcher},
+                              {"node", h.node},
+                              {"same_clock", h.same_clock},
+                              {"offset_ms", r3(h.offset_ms)},
+                              {"uncertainty_ms", r3(h.uncertainty_ms)},
+                              {"rtt_ms", r3(h.rtt_ms)}});
+    }
+  }
   run["faults"] = json::array();
   for (const auto& f : r.faults) {
     run["faults"].push_back({{"action", f.action},
@@ -149,6 +161,17 @@ RunRecord runFromJson(const json& run) {
   r.leftover_processes = run.value("leftover_processes", 0);
   r.leftover_namespaces = run.value("leftover_namespaces", 0);
   r.leftover_files = run.value("leftover_files", std::vector<std::string>());
+  for (const auto& h : run.value("hosts", json::array())) {
+    HostRec x;
+    x.name = need(h, "name", "run.hosts").get<std::string>();
+    x.launcher = h.value("launcher", std::string());
+    x.node = h.value("node", std::string());
+    x.same_clock = h.value("same_clock", false);
+    x.offset_ms = h.value("offset_ms", 0.0);
+    x.uncertainty_ms = h.value("uncertainty_ms", 0.0);
+    x.rtt_ms = h.value("rtt_ms", 0.0);
+    r.hosts.push_back(std::move(x));
+  }
   for (const auto& f : run.value("faults", json::array())) {
     FaultRec x;
     x.action = f.value("action", std::string());

@@ -58,4 +58,12 @@ std::string timeOrderError(const RunRecord& r) {
   return firstBackwards(r.machine, t, "machine samples");
 }
 
+double RunRecord::clockUncertaintyMs(const std::string& host) const {
+  const std::string name = host.empty() ? "local" : host;
+  for (const auto& h : hosts) {
+    if (h.name == name) return h.same_clock ? 0 : h.uncertainty_ms;
+  }
+  return 0;
+}
+
 }  // namespace mw::harness

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/server.h"
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
 #include "model/expectations.h"
@@ -53,6 +54,18 @@ json environment(const Cli& cli, int gpus) {
   env["failpoints"] = mw::failpoints::compiledIn();
   env["backend_override"] = cli.load.backend.value_or("");
   return env;
+}
+
+const char* argv0_ = "mwchaos";  // main's argv[0]
+
+// This program's own path: the agent each host runs (mwchaos agent --stdio). Started through the
+// dynamic loader (ld.so PROGRAM), /proc/self/exe is the loader, and argv[0] names the program.
+std::string selfPath(const char* argv0) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && self.filename().string().rfind("ld-", 0) != 0) return self.string();
+  fs::path named = fs::absolute(argv0, ec);
+  return ec ? std::string(argv0) : named.string();
 }
 
 std::string workerPath(const Cli& cli) {
@@ -266,6 +279,7 @@ int run(const Cli& cli) {
   const json env = environment(cli, gpus);
   RunOptions ro;
   ro.worker_path = worker;
+  ro.agent_path = selfPath(argv0_);
   ro.verbosity = cli.verbosity;
   ro.tty = ::isatty(2) != 0;
   ro.interrupted = &interrupted;
@@ -356,7 +370,31 @@ int report(const Cli& cli) {
 
 }  // namespace
 
+// `mwchaos agent --stdio [--dev IF]`: a host agent (docs/hosts.md), started by the controller
+// through a launcher, never by hand.
+int agentMain(int argc, char** argv) {
+  mw::agent::ServeOptions o;
+  bool stdio = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--stdio") {
+      stdio = true;
+    } else if (a == "--dev" && i + 1 < argc) {
+      o.default_dev = argv[++i];
+    } else {
+      return usageError("agent: unknown option '" + a + "' (agent takes --stdio and --dev IF)");
+    }
+  }
+  if (!stdio)
+    return usageError(
+        "agent: --stdio is required (the controller drives the agent over "
+        "its standard input and output)");
+  return mw::agent::serve(0, 1, o);
+}
+
 int main(int argc, char** argv) {
+  argv0_ = argv[0];
+  if (argc >= 2 && std::string(argv[1]) == "agent") return agentMain(argc, argv);
   Cli cli;
   if (int rc = parseCli(argc, argv, cli); rc >= 0) return rc;
   cli.load.lua.interrupted = &interrupted;

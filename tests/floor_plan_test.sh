@@ -17,9 +17,10 @@ declare -A may=(
   [runtime/src/worlds]="base backend store gloo nccl"
   [chaos]="chaos"
   [model]="chaos model"
-  [harness]="chaos model harness"
+  [agent]="chaos model agent"
+  [harness]="chaos model agent harness"
   [reports]="model reports"
-  [mwchaos]="chaos model harness reports mwchaos"
+  [mwchaos]="chaos model agent harness reports mwchaos"
 )
 # The first word of each include path names a folder: runtime/src's for the runtime's folders
 # (their include root is runtime/src), the top level's for the rest.
@@ -50,7 +51,7 @@ while IFS= read -r hit; do
 done < <(grep -rn '^#include "' runtime/include | grep -v '#include "multiworld/' || true)
 
 # Small rooms.
-for dir in runtime/src harness model reports chaos mwchaos; do
+for dir in runtime/src harness model agent reports chaos mwchaos; do
   [ -d "$dir" ] || continue
   while IFS= read -r f; do
     n=$(wc -l <"$f")

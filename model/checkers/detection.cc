@@ -1,5 +1,6 @@
 // Detection latency: from the fault that touched a world to its break at every surviving member.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "model/checkers/checkers.h"
@@ -54,6 +55,10 @@ Verdict judge(const Scenario& s, const RunRecord& r, const std::string& name, co
   const double from = kernel_late ? cause.gone : install_late ? cause.acked : cause.sent;
   double worst = 0;
   std::string worst_role, missing;
+  // The members' times are their hosts' clocks placed on the controller's: right to within the
+  // largest uncertainty among the hosts measured (0 on one machine).
+  double clock_ms = 0;
+  std::string clock_host;
   for (const auto& role : s.membersOf(name)) {
     // Every member that can detect counts, the one a fault targeted included (a failpoint or a
     // network fault ends no process); not a member whose process ended, nor one paused then.
@@ -65,6 +70,11 @@ Verdict judge(const Scenario& s, const RunRecord& r, const std::string& name, co
     }
     const double after = std::max(0.0, ev->t - from);
     if (after >= worst) worst = after, worst_role = role;
+    const std::string& host = s.roles.count(role) ? s.roles.at(role).host : std::string();
+    if (r.clockUncertaintyMs(host) > clock_ms) {
+      clock_ms = r.clockUncertaintyMs(host);
+      clock_host = host;
+    }
   }
   v.measured = ms(worst);
   const std::string at = "'" + cause.action + "' at " + fmt("%.3f s", cause.sent);
@@ -86,6 +96,13 @@ Verdict judge(const Scenario& s, const RunRecord& r, const std::string& name, co
                    " later, and detection counts from then";
     }
     v.message += "; the last survivor to detect it was " + worst_role + " after " + ms(worst);
+    const double margin = std::abs(static_cast<double>(limit.count()) - worst * 1000);
+    if (margin < clock_ms) {
+      v.status = VerdictStatus::kInconclusive;
+      v.message += "; that is " + fmt("%.1f ms", margin) + " from the bound, within the " +
+                   fmt("%.1f ms", clock_ms) + " uncertainty of host " + clock_host +
+                   "'s clock: neither a pass nor a failure can be told";
+    }
   }
   return v;
 }

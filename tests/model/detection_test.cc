@@ -30,6 +30,39 @@ TEST_CASE("detection measures the last surviving member and leaves out the kille
   CHECK(v[0].status == VerdictStatus::kFail);
 }
 
+TEST_CASE("detection within a host's clock uncertainty of its bound is inconclusive",
+          "[model][checkers]") {
+  Scenario s = leaderAnd(2);
+  s.roles["leader"].host = "h1";
+  s.expect.detected_within = Ms(50);
+  RunRecord r = emptyRun();
+  r.faults.push_back(fault(FaultKind::kKill, "a2", 2.0, {"w2"}));
+  r.events.push_back(event(EventKind::kBroken, 2.048, "leader", "w2"));
+  // The leader's host shares the controller's clock: 48 ms is a pass.
+  r.hosts.push_back({"h1", "ssh", "node1", true, 0, 0.4, 0.8});
+  auto v = checks::detection(s, r);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].status == VerdictStatus::kPass);
+  // Its clock is placed to within 3 ms: 2 ms from the bound tells nothing either way.
+  r.hosts[0].same_clock = false;
+  r.hosts[0].uncertainty_ms = 3;
+  v = checks::detection(s, r);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].status == VerdictStatus::kInconclusive);
+  CHECK(v[0].message ==
+        "'kill a2' at 2.000 s; the last survivor to detect it was leader after 48 ms; that is "
+        "2.0 ms from the bound, within the 3.0 ms uncertainty of host h1's clock: neither a pass "
+        "nor a failure can be told");
+  // Nor does 52 ms fail.
+  r.events[0].t = 2.052;
+  v = checks::detection(s, r);
+  CHECK(v[0].status == VerdictStatus::kInconclusive);
+  // Clear of the uncertainty, the verdict stands.
+  r.hosts[0].uncertainty_ms = 1;
+  v = checks::detection(s, r);
+  CHECK(v[0].status == VerdictStatus::kFail);
+}
+
 TEST_CASE("detection counts from when the kernel closed a killed process's sockets, when late",
           "[model][checkers]") {
   Scenario s = leaderAnd(1);

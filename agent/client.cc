@@ -1,0 +1,329 @@
+#include "agent/client.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace mw::agent {
+
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+int64_t monoNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+std::string bootId() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+std::string describe(const LaunchSpec& s) {
+  return "the agent of host '" + s.host + "' (launcher " + s.launcher + ")";
+}
+
+}  // namespace
+
+// ---- Connection ----
+
+Result<std::unique_ptr<Connection>> Connection::start(const LaunchSpec& spec,
+                                                      std::chrono::milliseconds limit) {
+  std::unique_ptr<Connection> c(new Connection(spec));
+  chaos::SpawnOptions o;
+  o.netns = spec.netns;
+  o.env = spec.env;
+  auto p = chaos::Process::spawn(spec.argv, o);
+  if (!p.ok()) {
+    return Status(Code::kUnavailable, "starting " + describe(spec) + ": " + p.status().message());
+  }
+  c->proc_ = std::move(*p);
+  Hello h;
+  h.build = buildId();
+  h.lease_ms = spec.lease_ms;
+  h.exempt = spec.exempt;
+  auto r = c->call(h, limit);
+  if (!r.ok()) {
+    std::string err = c->stderrText();
+    c->proc_->killAndReap();
+    c->alive_ = false;
+    if (r.status().code() == Code::kInvalidUsage) return r.status();
+    return Status(
+        Code::kUnavailable,
+        describe(spec) + " did not answer: " + r.status().message() +
+            (err.empty() ? "" : "; it wrote: " + err) +
+            (c->proc_->exitText() != "still running" ? " (" + c->proc_->exitText() + ")" : ""));
+  }
+  Status peer = checkPeer(c->hello_.version, c->hello_.build, describe(spec).c_str());
+  if (!peer.ok()) return peer;
+  MW_RETURN_IF_ERROR(c->measureClock(16));
+  c->keepalive_ = std::thread([raw = c.get()] { raw->keepAlive(); });
+  return c;
+}
+
+Connection::~Connection() {
+  if (alive_ && !said_bye_) bye(2s).ignore();
+  {
+    std::lock_guard<std::mutex> l(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (keepalive_.joinable()) keepalive_.join();
+  if (proc_) proc_->killAndReap();
+}
+
+void Connection::keepAlive() {
+  const auto every = std::chrono::milliseconds(std::max(10, spec_.lease_ms / 4));
+  std::unique_lock<std::mutex> l(stop_mu_);
+  while (!stop_cv_.wait_for(l, every, [this] { return stopping_; })) {
+    l.unlock();
+    write(Frame{0, Ping{}}).ignore();
+    l.lock();
+  }
+}
+
+std::string Connection::stderrText() {
+  if (proc_) {
+    std::string more;
+    proc_->readStderr(&more);
+    err_tail_ += more;
+    if (err_tail_.size() > 4000) err_tail_.erase(0, err_tail_.size() - 4000);
+  }
+  std::string s = err_tail_;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Status Connection::write(const Frame& f) {
+  const std::string line = encode(f);
+  std::lock_guard<std::mutex> l(write_mu_);
+  const int fd = proc_ ? proc_->stdinFd() : -1;
+  if (fd < 0) return Status(Code::kUnavailable, describe(spec_) + " is gone");
+  size_t off = 0;
+  const auto until = SteadyClock::now() + 10s;
+  while (off < line.size()) {
+    ssize_t n = ::write(fd, line.data() + off, line.size() - off);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && SteadyClock::now() < until) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+      continue;
+    }
+    return Status(Code::kUnavailable, describe(spec_) + ": writing to it: " +
+                                          (n < 0 ? std::strerror(errno) : "stalled for 10 s"));
+  }
+  return Status::Ok();
+}
+
+void Connection::lost(const std::string& why) {
+  if (!alive_) return;
+  alive_ = false;
+  const std::string err = stderrText();
+  error_ = describe(spec_) + " " + why + (err.empty() ? "" : ": " + err);
+  // Every role it ran is gone with it, as far as this run can tell.
+  for (auto& [role, rp] : roles_) {
+    for (int s = 1; s <= 3; ++s) rp->eof_[s] = true;
+    if (!rp->exited_) {
+      rp->exited_ = true;
+      rp->exit_text_ = "lost with its agent";
+      rp->exit_ns_ = monoNs();
+    }
+  }
+}
+
+int Connection::fd() const { return proc_ ? proc_->stdoutFd() : -1; }
+
+bool Connection::pump() {
+  if (!alive_) return false;
+  const bool open = proc_->readStdout(&inbuf_);
+  std::vector<std::string> lines;
+  Status s = takeLines(inbuf_, lines);
+  for (auto& line : lines) {
+    auto f = decode(line);
+    if (!f.ok()) {
+      lost("sent a frame that cannot be read: " + f.status().message());
+      return false;
+    }
+    dispatch(std::move(*f));
+  }
+  if (!s.ok()) {
+    lost(s.message());
+    return false;
+  }
+  if (!open) {
+    proc_->poll();
+    lost("went away (" + proc_->exitText() + ")");
+    return false;
+  }
+  return true;
+}
+
+void Connection::dispatch(Frame&& f) {
+  if (auto* r = std::get_if<Reply>(&f.msg)) {
+    replies_[f.id] = std::move(*r);
+    return;
+  }
+  if (auto* h = std::get_if<HelloReply>(&f.msg)) {
+    hello_ = std::move(*h);
+    hello_seen_ = true;
+    replies_[f.id] = Reply{};
+    return;
+  }
+  auto route = [this](const std::string& role) -> RemoteProcess* {
+    auto it = roles_.find(role);
+    return it == roles_.end() ? nullptr : it->second;
+  };
+  if (auto* o = std::get_if<Output>(&f.msg)) {
+    if (RemoteProcess* rp = route(o->role)) rp->data_[o->stream] += o->data;
+  } else if (auto* e = std::get_if<Eof>(&f.msg)) {
+    if (RemoteProcess* rp = route(e->role)) rp->eof_[e->stream] = true;
+  } else if (auto* x = std::get_if<Exit>(&f.msg)) {
+    if (RemoteProcess* rp = route(x->role)) {
+      rp->exited_ = true;
+      rp->exit_text_ = x->text;
+      rp->exit_code_ = x->code;
+      rp->term_signal_ = x->signal;
+      rp->exit_ns_ = toLocal(x->t_ns);
+    }
+  }
+}
+
+Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit) {
+  if (!alive_) return Status(Code::kUnavailable, error_);
+  const uint64_t id = next_id_++;
+  const std::string type = typeName(request);
+  Status w = write(Frame{id, std::move(request)});
+  if (!w.ok()) {
+    lost("cannot be written to");
+    return w;
+  }
+  const auto until = SteadyClock::now() + limit;
+  for (;;) {
+    auto it = replies_.find(id);
+    if (it != replies_.end()) {
+      Reply r = std::move(it->second);
+      replies_.erase(it);
+      if (r.code != Code::kOk) return Status(r.code, r.why);
+      return r;
+    }
+    if (!alive_) return Status(Code::kUnavailable, error_);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
+    if (left.count() <= 0) {
+      return Status(Code::kTimeout, describe(spec_) + " did not answer '" + type + "' within " +
+                                        std::to_string(limit.count()) + " ms");
+    }
+    pollfd p{fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 100)));
+    pump();
+  }
+}
+
+Status Connection::measureClock(int n) {
+  std::vector<ClockSample> samples;
+  for (int i = 0; i < n; ++i) {
+    const int64_t t0 = monoNs();
+    auto r = call(ClockRead{}, 5s);
+    const int64_t t1 = monoNs();
+    if (!r.ok()) return r.status();
+    samples.push_back({t0, r->t_ns, t1});
+  }
+  clock_ = estimateOffset(samples);
+  const int64_t off = clock_.offset_ns < 0 ? -clock_.offset_ns : clock_.offset_ns;
+  same_clock_ =
+      hello_.boot_id == bootId() && !hello_.boot_id.empty() && off <= clock_.uncertainty_ns;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<RemoteProcess>> Connection::spawn(const Spawn& m) {
+  // Registered before it is asked for: its first output can come in the same read as the answer.
+  auto rp = std::make_unique<RemoteProcess>(this, m.role, 0, m.telemetry);
+  auto r = call(m);
+  if (!r.ok()) {
+    rp->exited_ = rp->released_ = true;  // nothing of it on the host to kill or release
+    return r.status();
+  }
+  rp->pid_ = static_cast<pid_t>(r->pid);
+  return rp;
+}
+
+Status Connection::bye(std::chrono::milliseconds limit) {
+  if (said_bye_) return Status::Ok();
+  said_bye_ = true;
+  if (!alive_) return Status(Code::kUnavailable, error_);
+  auto r = call(Bye{}, limit);
+  if (!r.ok()) return r.status();
+  if (!proc_->waitUntil(deadlineIn(limit))) {
+    return Status(Code::kTimeout, describe(spec_) + " did not exit after bye");
+  }
+  alive_ = false;
+  return Status::Ok();
+}
+
+// ---- RemoteProcess ----
+
+RemoteProcess::RemoteProcess(Connection* c, std::string role, pid_t pid, bool telemetry)
+    : conn_(c), role_(std::move(role)), pid_(pid) {
+  eof_[3] = !telemetry;
+  conn_->roles_[role_] = this;
+}
+
+RemoteProcess::~RemoteProcess() {
+  if (!exited_) killAndReap();
+  if (!released_) release();
+  auto it = conn_->roles_.find(role_);
+  if (it != conn_->roles_.end() && it->second == this) conn_->roles_.erase(it);
+}
+
+bool RemoteProcess::signal(int sig) {
+  if (exited_) return false;
+  auto r = conn_->call(agent::Signal{role_, sig});
+  return r.ok() && r->ends;
+}
+
+void RemoteProcess::tell(const std::string& line) {
+  if (!exited_) conn_->call(Tell{role_, line}).status().ignore();
+}
+
+void RemoteProcess::closeStdin() {
+  if (!exited_) conn_->call(CloseStdin{role_}).status().ignore();
+}
+
+void RemoteProcess::killAndReap() {
+  if (exited_) return;
+  conn_->call(Kill{role_}, 30s).status().ignore();
+  if (!exited_) {  // the agent is gone, or did not say
+    exited_ = true;
+    exit_text_ = conn_->alive() ? "killed (no exit reported)" : "lost with its agent";
+  }
+}
+
+int RemoteProcess::release(std::string* leftover_dir) {
+  if (released_) return 0;
+  released_ = true;
+  auto r = conn_->call(Release{role_}, 10s);
+  if (!r.ok()) return 0;
+  if (leftover_dir != nullptr) *leftover_dir = r->path;
+  return static_cast<int>(r->count);
+}
+
+bool RemoteProcess::take(int stream, std::string* into) {
+  into->append(data_[stream]);
+  data_[stream].clear();
+  return !eof_[stream];
+}
+
+}  // namespace mw::agent

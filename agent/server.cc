@@ -1,0 +1,525 @@
+#include "agent/server.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "chaos/cpu_meter.h"
+#include "chaos/fifo_control.h"
+#include "chaos/host_rules.h"
+#include "chaos/process.h"
+#include "model/agent_protocol.h"
+
+namespace mw::agent {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t monoNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One role's process and what the agent keeps for it.
+struct RoleState {
+  std::unique_ptr<chaos::Process> proc;
+  int pidfd = -1;  // readable once the process exits
+  bool exit_sent = false;
+  bool eof[4] = {true, false, false, true};  // by stream; 3 is open only with telemetry
+  std::string buf[4];
+  std::unique_ptr<chaos::CpuMeter> meter;
+  chaos::FifoControl fifo;
+  std::vector<std::string> dirs;
+
+  ~RoleState() {
+    if (pidfd >= 0) ::close(pidfd);
+  }
+};
+
+std::string firstLine(const char* path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+int countGpus() {
+  int n = 0;
+  if (DIR* d = ::opendir("/dev")) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+          name.find_first_not_of("0123456789", 6) == std::string::npos) {
+        ++n;
+      }
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Removes a folder of fifos and files (not recursive: the agent's folders hold no folders).
+bool removeDir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  return ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
+}
+
+class Server {
+ public:
+  Server(int in, int out, const ServeOptions& o) : in_(in), out_(out), options_(o) {}
+  int run();
+
+ private:
+  void send(uint64_t id, Message m);
+  void answer(uint64_t id, Reply r) { send(id, std::move(r)); }
+  void fail(uint64_t id, const Status& s) {
+    Reply r;
+    r.code = s.code();
+    r.why = s.message();
+    answer(id, std::move(r));
+  }
+  // Handles one frame; returns an exit code to end with, or -1 to go on.
+  int handle(const Frame& f);
+  Status spawn(const Spawn& m, Reply& r);
+  Status kill(const std::string& role);
+  Status release(const std::string& role, Reply& r);
+  Status net(const Net& m);
+  RoleState* find(const std::string& role, Status* why);
+  // Reads what role `name` wrote and relays it (complete lines, or a chunk of a long one); at end
+  // of file the rest and an Eof.
+  void relay(const std::string& name, RoleState& st, int stream, bool drain = false);
+  void noteExit(const std::string& name, RoleState& st);
+  // Kills every role, removes their folders and the network rules. Returns how many processes
+  // it had to kill.
+  int cleanup();
+
+  int in_, out_;
+  ServeOptions options_;
+  std::string inbuf_;
+  bool hello_ = false;
+  bool broken_out_ = false;
+  int lease_ms_ = 2000;
+  std::vector<std::pair<int, int>> exempt_;
+  std::map<std::string, RoleState> roles_;
+  std::unique_ptr<chaos::HostRules> rules_;
+};
+
+void Server::send(uint64_t id, Message m) {
+  if (broken_out_) return;
+  const std::string line = encode(Frame{id, std::move(m)});
+  size_t off = 0;
+  while (off < line.size()) {
+    ssize_t n = ::write(out_, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd p{out_, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+      continue;
+    }
+    if (n <= 0) {
+      broken_out_ = true;  // the controller is gone: the loop ends as for a closed input
+      return;
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+RoleState* Server::find(const std::string& role, Status* why) {
+  auto it = roles_.find(role);
+  if (it == roles_.end() || !it->second.proc) {
+    *why = Status(Code::kNotFound, "no role '" + role + "' on this agent");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void Server::relay(const std::string& name, RoleState& st, int stream, bool drain) {
+  if (st.eof[stream]) return;
+  std::string& b = st.buf[stream];
+  bool open = true;
+  for (int i = 0; i < (drain ? 64 : 1) && open; ++i) {
+    const size_t before = b.size();
+    open = stream == 1   ? st.proc->readStdout(&b)
+           : stream == 2 ? st.proc->readStderr(&b)
+                         : st.proc->readTelemetry(&b);
+    if (b.size() == before) break;
+  }
+  for (;;) {
+    size_t cut = b.rfind('\n');
+    if (cut == std::string::npos || cut + 1 > kMaxOutputChunk) {
+      if (b.size() < kMaxOutputChunk && open) break;
+      cut = std::min(b.size(), kMaxOutputChunk) - 1;
+    }
+    if (b.empty()) break;
+    Output o{name, stream, b.substr(0, cut + 1)};
+    b.erase(0, cut + 1);
+    send(0, std::move(o));
+  }
+  if (!open) {
+    if (!b.empty()) send(0, Output{name, stream, std::move(b)});
+    b.clear();
+    st.eof[stream] = true;
+    send(0, Eof{name, stream});
+  }
+}
+
+void Server::noteExit(const std::string& name, RoleState& st) {
+  if (st.exit_sent || !st.proc->poll()) return;
+  for (int s = 1; s <= 3; ++s) relay(name, st, s, /*drain=*/true);
+  st.exit_sent = true;
+  send(0, Exit{name, st.proc->exitText(), st.proc->exitCode(), st.proc->termSignal(), monoNs()});
+}
+
+Status Server::spawn(const Spawn& m, Reply& r) {
+  auto it = roles_.find(m.role);
+  if (it != roles_.end() && it->second.proc) {
+    return Status(Code::kInvalidUsage,
+                  "role '" + m.role + "' already has a process here (release it first)");
+  }
+  chaos::SpawnOptions o;
+  o.env = m.env;
+  o.cwd = m.cwd;
+  o.executable = m.executable;
+  o.telemetry = m.telemetry;
+  auto p = chaos::Process::spawn(m.argv, o);
+  if (!p.ok()) return p.status();
+  RoleState& st = roles_[m.role];
+  st.proc = std::move(*p);
+  st.exit_sent = false;
+  st.eof[1] = st.eof[2] = false;
+  st.eof[3] = !m.telemetry;
+  for (auto& b : st.buf) b.clear();
+  st.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, st.proc->pid(), 0));
+  if (m.meter) st.meter = std::make_unique<chaos::CpuMeter>(st.proc->pid());
+  r.pid = st.proc->pid();
+  return Status::Ok();
+}
+
+Status Server::kill(const std::string& role) {
+  Status why;
+  RoleState* st = find(role, &why);
+  if (st == nullptr) return why;
+  if (!st->proc->poll()) st->proc->killAndReap();
+  noteExit(role, *st);
+  return Status::Ok();
+}
+
+Status Server::release(const std::string& role, Reply& r) {
+  auto it = roles_.find(role);
+  if (it == roles_.end()) return Status::Ok();  // nothing of it here (never started)
+  RoleState& st = it->second;
+  if (st.proc) {
+    if (!st.proc->poll()) {
+      return Status(Code::kInvalidUsage, "role '" + role + "' is still running (kill it first)");
+    }
+    noteExit(role, st);
+    // The role has exited, but processes of its group (its own children) may take a moment to
+    // die after the group's SIGKILL: give them a second, then count what is left.
+    st.proc->release();
+    const pid_t group = st.proc->pid();
+    const auto until = std::chrono::steady_clock::now() + 1s;
+    int alive = chaos::aliveInGroup(group);
+    while (alive > 0 && std::chrono::steady_clock::now() < until) {
+      ::kill(-group, SIGKILL);
+      std::this_thread::sleep_for(5ms);
+      alive = chaos::aliveInGroup(group);
+    }
+    r.count = alive;
+  }
+  st.fifo = chaos::FifoControl();
+  for (const auto& d : st.dirs) {
+    if (!removeDir(d)) r.path = d;
+  }
+  roles_.erase(it);
+  return Status::Ok();
+}
+
+Status Server::net(const Net& m) {
+  if (!rules_) rules_ = std::make_unique<chaos::HostRules>(exempt_, options_.default_dev);
+  if (m.op == "cut") return rules_->cut(m.peers, m.loud);
+  if (m.op == "loss") return rules_->loss(m.p);
+  if (m.op == "bandwidth") return rules_->bandwidth(m.dev, m.rate);
+  if (m.op == "delay") return rules_->delay(m.dev, m.delay_ms, m.jitter_ms);
+  return rules_->heal();
+}
+
+int Server::handle(const Frame& f) {
+  if (!hello_ && !std::holds_alternative<Hello>(f.msg)) {
+    fail(f.id, Status(Code::kInvalidUsage,
+                      std::string("'") + typeName(f.msg) + "' before hello: say hello first"));
+    return -1;
+  }
+  Reply r;
+  Status s;
+  if (const auto* m = std::get_if<Hello>(&f.msg)) {
+    HelloReply h;
+    h.build = buildId();
+    utsname u{};
+    if (::uname(&u) == 0) h.host = u.nodename;
+    h.pid = ::getpid();
+    h.boot_id = firstLine("/proc/sys/kernel/random/boot_id");
+    h.facts["root"] = ::geteuid() == 0 ? "yes" : "no";
+    for (const char* tool : {"iptables", "tc", "nsenter", "ip"}) {
+      const std::string path = chaos::whichProgram(tool);
+      h.facts[tool] = path.empty() ? "missing" : path;
+    }
+    h.facts["gpus"] = std::to_string(countGpus());
+    send(f.id, std::move(h));
+    Status peer = checkPeer(m->version, m->build, "the controller");
+    if (!peer.ok()) {
+      std::fprintf(stderr, "mwchaos agent: refused: %s\n", peer.message().c_str());
+      return kServedRefused;
+    }
+    hello_ = true;
+    lease_ms_ = m->lease_ms;
+    exempt_.clear();
+    for (const auto& e : m->exempt) exempt_.emplace_back(e.first, e.last);
+    return -1;
+  }
+  if (std::holds_alternative<Ping>(f.msg)) return -1;
+  if (const auto* m = std::get_if<Spawn>(&f.msg)) {
+    s = spawn(*m, r);
+  } else if (const auto* m = std::get_if<Signal>(&f.msg)) {
+    if (RoleState* st = find(m->role, &s)) {
+      r.ends = st->proc->endedBy(m->sig);
+      st->proc->signal(m->sig);
+    }
+  } else if (const auto* m = std::get_if<Tell>(&f.msg)) {
+    if (RoleState* st = find(m->role, &s)) st->proc->tell(m->line);
+  } else if (const auto* m = std::get_if<CloseStdin>(&f.msg)) {
+    if (RoleState* st = find(m->role, &s)) st->proc->closeStdin();
+  } else if (const auto* m = std::get_if<Kill>(&f.msg)) {
+    s = kill(m->role);
+  } else if (const auto* m = std::get_if<Release>(&f.msg)) {
+    s = release(m->role, r);
+  } else if (const auto* m = std::get_if<MakeDir>(&f.msg)) {
+    char dir[] = "/tmp/mwchaos-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) {
+      s = Status(Code::kIoError, std::string("mkdtemp: ") + std::strerror(errno));
+    } else {
+      roles_[m->role].dirs.push_back(dir);
+      r.path = dir;
+    }
+  } else if (const auto* m = std::get_if<FifoOpen>(&f.msg)) {
+    if (RoleState* st = find(m->role, &s)) {
+      auto fifo =
+          chaos::FifoControl::open(m->path, deadlineIn(std::chrono::milliseconds(m->timeout_ms)));
+      if (fifo.ok()) {
+        st->fifo = std::move(*fifo);
+        // The fifos are unlinked once open: their folder goes now, so that nothing is left on
+        // disk even if the agent is killed.
+        std::erase_if(st->dirs, [&](const std::string& d) {
+          return m->path.rfind(d + "/", 0) == 0 && removeDir(d);
+        });
+      } else {
+        s = fifo.status();
+      }
+    }
+  } else if (const auto* m = std::get_if<FifoCommand>(&f.msg)) {
+    if (RoleState* st = find(m->role, &s)) {
+      s = st->fifo.isOpen()
+              ? st->fifo.command(m->command, deadlineIn(std::chrono::milliseconds(m->timeout_ms)))
+              : Status(Code::kUnavailable, "role '" + m->role + "' has no open failpoint fifo");
+    }
+  } else if (const auto* m = std::get_if<Net>(&f.msg)) {
+    s = net(*m);
+  } else if (std::holds_alternative<ClockRead>(f.msg)) {
+    r.t_ns = monoNs();
+  } else if (std::holds_alternative<Sample>(f.msg)) {
+    for (auto& [name, st] : roles_) {
+      if (!st.meter || !st.proc || st.proc->reaped()) continue;
+      const auto d = st.meter->sample();
+      r.cpu.push_back(CpuUse{name, d.cpu_ns, d.wait_ns});
+    }
+    r.t_ns = monoNs();
+  } else if (std::holds_alternative<Bye>(f.msg)) {
+    cleanup();
+    answer(f.id, std::move(r));
+    return kServedBye;
+  } else {
+    s = Status(Code::kInvalidArgument,
+               std::string("'") + typeName(f.msg) + "' is not a request an agent answers");
+  }
+  if (s.ok()) {
+    answer(f.id, std::move(r));
+  } else {
+    fail(f.id, s);
+  }
+  return -1;
+}
+
+int Server::cleanup() {
+  int killed = 0;
+  for (auto& [name, st] : roles_) {
+    if (st.proc && !st.proc->poll()) {
+      st.proc->killAndReap();
+      ++killed;
+    }
+    if (st.proc) {
+      st.proc->release();
+      const pid_t group = st.proc->pid();
+      for (int i = 0; i < 200 && chaos::aliveInGroup(group) > 0; ++i) {
+        ::kill(-group, SIGKILL);
+        std::this_thread::sleep_for(5ms);
+      }
+    }
+    st.fifo = chaos::FifoControl();
+    for (const auto& d : st.dirs) removeDir(d);
+  }
+  roles_.clear();
+  if (rules_) {
+    Status s = rules_->remove();
+    if (!s.ok())
+      std::fprintf(stderr, "mwchaos agent: removing network rules: %s\n", s.toString().c_str());
+    rules_.reset();
+  }
+  return killed;
+}
+
+int Server::run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  const int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  // Whoever started the agent (the controller, sshd's session, srun) dying is a lost lease: the
+  // agent is told by SIGTERM (handled below), never killed before it cleans up.
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  auto last_rx = std::chrono::steady_clock::now();
+  std::string ended;
+  int code = -1;
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::string, int>> who;  // per pollfd past the first two: role, stream
+  while (code < 0) {
+    fds.clear();
+    who.clear();
+    fds.push_back({in_, POLLIN, 0});
+    fds.push_back({sfd, POLLIN, 0});
+    for (auto& [name, st] : roles_) {
+      if (!st.proc) continue;
+      const int stream_fds[4] = {-1, st.proc->stdoutFd(), st.proc->stderrFd(),
+                                 st.proc->telemetryFd()};
+      for (int s = 1; s <= 3; ++s) {
+        if (!st.eof[s] && stream_fds[s] >= 0) {
+          fds.push_back({stream_fds[s], POLLIN, 0});
+          who.emplace_back(name, s);
+        }
+      }
+      if (!st.exit_sent && st.pidfd >= 0) {
+        fds.push_back({st.pidfd, POLLIN, 0});
+        who.emplace_back(name, 0);
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        last_rx + std::chrono::milliseconds(lease_ms_) - std::chrono::steady_clock::now());
+    // Exits wake the poll through their pidfds; without one (a kernel before 5.3) they are
+    // polled every 50 ms.
+    bool polled_exits = false;
+    for (auto& [name, st] : roles_) polled_exits |= st.proc && !st.exit_sent && st.pidfd < 0;
+    int timeout = static_cast<int>(
+        std::clamp<int64_t>(left.count() + 1, 1, polled_exits ? 50 : lease_ms_ + 1));
+    ::poll(fds.data(), fds.size(), timeout);
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si{};
+      (void)!::read(sfd, &si, sizeof si);
+      ended = std::string("signal ") + strsignal(static_cast<int>(si.ssi_signo));
+      code = kServedLeaseLost;
+      break;
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto& [name, stream] = who[i - 2];
+      auto it = roles_.find(name);
+      if (it == roles_.end() || !it->second.proc) continue;
+      if (stream > 0) relay(name, it->second, stream);
+    }
+    for (auto& [name, st] : roles_) {
+      if (st.proc) noteExit(name, st);
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char chunk[65536];
+      ssize_t n = ::read(in_, chunk, sizeof chunk);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        ended = "the controller's pipe closed";
+        code = kServedLeaseLost;
+        break;
+      }
+      if (n > 0) {
+        last_rx = std::chrono::steady_clock::now();
+        inbuf_.append(chunk, static_cast<size_t>(n));
+        std::vector<std::string> lines;
+        Status s = takeLines(inbuf_, lines);
+        for (const auto& line : lines) {
+          auto f = decode(line);
+          if (!f.ok()) {
+            fail(0, f.status());
+            ended = "refused a frame: " + f.status().message();
+            code = kServedRefused;
+            break;
+          }
+          code = handle(*f);
+          if (code >= 0) break;
+        }
+        // Busy with a long request (a fifo that takes seconds to open) is not silence.
+        last_rx = std::chrono::steady_clock::now();
+        if (code < 0 && !s.ok()) {
+          ended = s.message();
+          code = kServedRefused;
+        }
+        if (code == kServedRefused && ended.empty()) ended = "refused the controller";
+      }
+    }
+    if (code < 0 && broken_out_) {
+      ended = "the controller stopped reading";
+      code = kServedLeaseLost;
+    }
+    if (code < 0 &&
+        std::chrono::steady_clock::now() - last_rx > std::chrono::milliseconds(lease_ms_)) {
+      ended =
+          "lease expired (no word from the controller for " + std::to_string(lease_ms_) + " ms)";
+      code = kServedLeaseLost;
+    }
+  }
+  if (code != kServedBye) {
+    const int killed = cleanup();
+    std::fprintf(stderr, "mwchaos agent: %s: network rules removed, %d process(es) killed\n",
+                 ended.c_str(), killed);
+  }
+  if (sfd >= 0) ::close(sfd);
+  return code;
+}
+
+}  // namespace
+
+int serve(int in_fd, int out_fd, const ServeOptions& options) {
+  Server s(in_fd, out_fd, options);
+  return s.run();
+}
+
+}  // namespace mw::agent

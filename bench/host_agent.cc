@@ -1,0 +1,197 @@
+// mw_host_agent_bench: what a host agent costs (docs/benchmarks.md, "Host agents").
+//
+//   delivery: the round trip of one fault request (a SIGCONT to a sleeping role: delivered, and
+//             ending nothing) through a held agent pipe, against the round trip of one line
+//             through `cat` started the same way (the pipe, ssh or srun itself): median, p90,
+//             p99 and max in microseconds, and the ratio of the medians.
+//   idle:     the agent's CPU while it holds a role and is only kept alive (pings every lease/4),
+//             in percent of one core.
+//
+// usage: mw_host_agent_bench --agent PATH [--via "ssh -F cfg h1"] [--n N] [--idle-s S]
+// --via: the launcher command the agent (and the `cat` baseline) is started through; none runs
+// them directly on this machine. The agent must run on this machine's kernel (a local namespace or
+// an sshd in one) for the idle CPU, which is read from /proc.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/client.h"
+#include "chaos/process.h"
+
+using namespace mw;
+using namespace std::chrono_literals;
+
+namespace {
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Stats {
+  double p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+
+Stats stats(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) {
+    return us[static_cast<size_t>(q * static_cast<double>(us.size() - 1))];
+  };
+  return {at(0.5), at(0.9), at(0.99), us.back()};
+}
+
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// Ticks of CPU (user + system) process `pid` has used.
+long cpuTicks(long pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(f)), {});
+  const size_t close = all.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(all.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "mw_host_agent_bench: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// Round trips of one line through `cat` started by `via`.
+std::vector<double> catRoundTrips(const std::vector<std::string>& via, int n) {
+  std::vector<std::string> argv = via;
+  argv.push_back("/bin/cat");
+  auto p = chaos::Process::spawn(argv);
+  if (!p.ok()) die("starting cat: " + p.status().message());
+  const std::string line(120, 'x');  // about a request frame's size
+  std::vector<double> us;
+  std::string got;
+  for (int i = 0; i < n + 20; ++i) {
+    const int64_t t0 = nowNs();
+    const std::string out = line + "\n";
+    if (::write((*p)->stdinFd(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
+      die("writing to cat");
+    }
+    got.clear();
+    while (got.find('\n') == std::string::npos) {
+      pollfd pf{(*p)->stdoutFd(), POLLIN, 0};
+      if (::poll(&pf, 1, 5000) <= 0) die("cat did not answer in 5 s");
+      if (!(*p)->readStdout(&got) && got.empty()) die("cat closed its output");
+    }
+    if (i >= 20) us.push_back(static_cast<double>(nowNs() - t0) / 1e3);  // 20 warm-up trips
+  }
+  (*p)->killAndReap();
+  return us;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string agent_path, via_text;
+  int n = 2000;
+  double idle_s = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--agent") {
+      agent_path = value();
+    } else if (a == "--via") {
+      via_text = value();
+    } else if (a == "--n") {
+      n = std::atoi(value().c_str());
+    } else if (a == "--idle-s") {
+      idle_s = std::atof(value().c_str());
+    } else {
+      die("unknown option '" + a + "' (--agent PATH [--via CMD] [--n N] [--idle-s S])");
+    }
+  }
+  if (agent_path.empty()) die("--agent PATH (the mwchaos program) is required");
+  if (n < 100) die("--n must be at least 100");
+  const std::vector<std::string> via = words(via_text);
+
+  agent::LaunchSpec spec;
+  spec.host = via.empty() ? "local" : via.back();
+  spec.launcher = via.empty() ? "local" : via.front();
+  spec.argv = via;
+  spec.argv.insert(spec.argv.end(), {agent_path, "agent", "--stdio"});
+  auto c = agent::Connection::start(spec, 30s);
+  if (!c.ok()) die(c.status().message());
+  agent::Spawn s;
+  s.role = "sleeper";
+  s.argv = {"/bin/sleep", "1000"};
+  auto role = (*c)->spawn(s);
+  if (!role.ok()) die("spawning a role: " + role.status().message());
+
+  // Delivery, alternating blocks of agent requests and cat round trips (so that both see the
+  // same machine), 10 blocks each.
+  std::vector<double> agent_us, cat_us;
+  const int block = n / 10;
+  for (int b = 0; b < 10; ++b) {
+    for (int i = 0; i < block; ++i) {
+      const int64_t t0 = nowNs();
+      auto r = (*c)->call(agent::Signal{"sleeper", SIGCONT});
+      if (!r.ok()) die("signal: " + r.status().message());
+      agent_us.push_back(static_cast<double>(nowNs() - t0) / 1e3);
+    }
+    const auto more = catRoundTrips(via, block);
+    cat_us.insert(cat_us.end(), more.begin(), more.end());
+  }
+  const Stats a = stats(agent_us), k = stats(cat_us);
+  std::printf("launcher %s, %d requests\n", spec.launcher.c_str(), n);
+  std::printf("delivery  agent: p50 %.0f us, p90 %.0f us, p99 %.0f us, max %.0f us\n", a.p50, a.p90,
+              a.p99, a.max);
+  std::printf("baseline  cat:   p50 %.0f us, p90 %.0f us, p99 %.0f us, max %.0f us\n", k.p50, k.p90,
+              k.p99, k.max);
+  std::printf("ratio of medians (agent / cat): %.2f\n", a.p50 / k.p50);
+  std::printf(
+      "clock: offset %.3f ms, uncertainty %.3f ms, best round trip %.3f ms, same clock %s\n",
+      static_cast<double>((*c)->clock().offset_ns) / 1e6,
+      static_cast<double>((*c)->clock().uncertainty_ns) / 1e6,
+      static_cast<double>((*c)->clock().rtt_ns) / 1e6, (*c)->sameClock() ? "yes" : "no");
+
+  // Idle: the agent holds its role; only the keep-alive pings arrive.
+  const long pid = (*c)->hello().pid;
+  const long t0 = cpuTicks(pid);
+  if (t0 < 0) {
+    std::printf("idle: the agent (pid %ld) is not on this machine's /proc: not measured\n", pid);
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(idle_s)) {
+      (*c)->pump();
+      std::this_thread::sleep_for(50ms);
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu =
+        static_cast<double>(cpuTicks(pid) - t0) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    std::printf("idle agent: %.3f%% of a core over %.1f s\n", 100 * cpu / secs, secs);
+  }
+  role->reset();
+  (*c)->bye().ignore();
+  return 0;
+}

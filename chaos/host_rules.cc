@@ -1,0 +1,129 @@
+#include "chaos/host_rules.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "chaos/process.h"
+
+namespace mw::chaos {
+
+HostRules::HostRules(std::vector<std::pair<int, int>> exempt, std::string default_dev)
+    : exempt_(std::move(exempt)),
+      default_dev_(std::move(default_dev)),
+      in_chain_("MWCHAOS-IN-" + std::to_string(::getpid())),
+      out_chain_("MWCHAOS-OUT-" + std::to_string(::getpid())) {}
+
+HostRules::~HostRules() { remove().ignore(); }
+
+Status HostRules::addExempt() {
+  for (const auto& [first, last] : exempt_) {
+    const std::string ports =
+        first == last ? std::to_string(first) : std::to_string(first) + ":" + std::to_string(last);
+    for (const auto& chain : {in_chain_, out_chain_}) {
+      for (const char* dir : {"--dport", "--sport"}) {
+        MW_RETURN_IF_ERROR(
+            runProgram({"iptables", "-A", chain, "-p", "tcp", dir, ports, "-j", "ACCEPT"}));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status HostRules::ensureChains() {
+  if (chains_) return Status::Ok();
+  for (const auto& [chain, hook] :
+       {std::pair{in_chain_, "INPUT"}, std::pair{out_chain_, "OUTPUT"}}) {
+    // A chain left by an agent of the same pid that died: flushed and used again.
+    if (!runProgram({"iptables", "-N", chain}).ok()) {
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-F", chain}));
+    }
+    MW_RETURN_IF_ERROR(runProgram({"iptables", "-I", hook, "1", "-j", chain}));
+  }
+  chains_ = true;
+  return addExempt();
+}
+
+Status HostRules::cut(const std::vector<std::string>& peers, bool loud) {
+  MW_RETURN_IF_ERROR(ensureChains());
+  for (const auto& to : peers) {
+    if (loud) {
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "-d", to, "-p", "tcp", "-j",
+                                     "REJECT", "--reject-with", "tcp-reset"}));
+      ++rules_;
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "-d", to, "-j", "REJECT"}));
+    } else {
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "-d", to, "-j", "DROP"}));
+    }
+    ++rules_;
+  }
+  return Status::Ok();
+}
+
+Status HostRules::loss(double p) {
+  MW_RETURN_IF_ERROR(ensureChains());
+  char prob[32];
+  std::snprintf(prob, sizeof(prob), "%.4f", p);
+  MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", in_chain_, "!", "-i", "lo", "-m", "statistic",
+                                 "--mode", "random", "--probability", prob, "-j", "DROP"}));
+  ++rules_;
+  MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "!", "-o", "lo", "-m", "statistic",
+                                 "--mode", "random", "--probability", prob, "-j", "DROP"}));
+  ++rules_;
+  return Status::Ok();
+}
+
+Status HostRules::bandwidth(const std::string& d, const std::string& rate) {
+  MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "tbf", "rate",
+                                 rate, "burst", "64kb", "latency", "400ms"}));
+  shaped_.insert(dev(d));
+  return Status::Ok();
+}
+
+Status HostRules::delay(const std::string& d, int ms, int jitter_ms) {
+  Status s = runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "netem", "delay",
+                         std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
+  if (!s.ok() && (s.message().find("netem") != std::string::npos ||
+                  s.message().find("qdisc kind is unknown") != std::string::npos)) {
+    return Status(
+        Code::kUnavailable,
+        "this kernel has no netem qdisc (sch_netem), so delay cannot be simulated: " + s.message());
+  }
+  MW_RETURN_IF_ERROR(s);
+  shaped_.insert(dev(d));
+  return Status::Ok();
+}
+
+Status HostRules::heal() {
+  Status first;
+  auto keep = [&first](Status s) {
+    if (first.ok() && !s.ok()) first = s;
+  };
+  if (chains_ && rules_ > 0) {
+    for (const auto& chain : {in_chain_, out_chain_}) keep(runProgram({"iptables", "-F", chain}));
+    rules_ = 0;
+    keep(addExempt());
+  }
+  for (const auto& d : shaped_) keep(runProgram({"tc", "qdisc", "del", "dev", d, "root"}));
+  shaped_.clear();
+  return first;
+}
+
+Status HostRules::remove() {
+  Status first = heal();
+  auto keep = [&first](Status s) {
+    if (first.ok() && !s.ok()) first = s;
+  };
+  if (chains_) {
+    for (const auto& [chain, hook] :
+         {std::pair{in_chain_, "INPUT"}, std::pair{out_chain_, "OUTPUT"}}) {
+      keep(runProgram({"iptables", "-D", hook, "-j", chain}));
+      keep(runProgram({"iptables", "-F", chain}));
+      keep(runProgram({"iptables", "-X", chain}));
+    }
+    chains_ = false;
+  }
+  return first;
+}
+
+}  // namespace mw::chaos

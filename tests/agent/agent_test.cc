@@ -1,0 +1,271 @@
+// The host agent, for real: `mwchaos agent --stdio` driven through agent::Connection, and by raw
+// frames where the test plays a controller that misbehaves (silent, gone, of another build).
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "agent/client.h"
+#include "agent/server.h"
+#include "chaos/netsim.h"
+#include "chaos/process.h"
+#include "model/agent_protocol.h"
+
+using namespace mw;
+using namespace std::chrono_literals;
+
+namespace {
+
+agent::LaunchSpec localSpec(int lease_ms = 2000) {
+  agent::LaunchSpec s;
+  s.host = "t";
+  s.launcher = "local";
+  s.argv = {MW_MWCHAOS, "agent", "--stdio"};
+  s.lease_ms = lease_ms;
+  return s;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// Pumps `c` until `done` or 10 s.
+template <class F>
+bool pumpUntil(agent::Connection& c, F done) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    c.pump();
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A controller written by hand: frames in, lines out.
+struct RawAgent {
+  std::unique_ptr<chaos::Process> p;
+  std::string buf;
+
+  explicit RawAgent(const std::string& netns = "") {
+    chaos::SpawnOptions o;
+    o.netns = netns;
+    auto r = chaos::Process::spawn({MW_MWCHAOS, "agent", "--stdio"}, o);
+    REQUIRE(r.ok());
+    p = std::move(*r);
+  }
+  void send(const std::string& line) {
+    REQUIRE(::write(p->stdinFd(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  }
+  void send(agent::Message m, uint64_t id) { send(agent::encode(agent::Frame{id, std::move(m)})); }
+  void hello(int lease_ms, const std::string& build = agent::buildId()) {
+    agent::Hello h;
+    h.build = build;
+    h.lease_ms = lease_ms;
+    send(h, 1);
+  }
+  // Says hello with `lease_ms` and starts role "r" sleeping; its pid.
+  pid_t startSleeper(int lease_ms) {
+    hello(lease_ms);
+    next<agent::HelloReply>();
+    agent::Spawn s;
+    s.role = "r";
+    s.argv = {"/bin/sleep", "100"};
+    send(s, 2);
+    const auto pid = static_cast<pid_t>(std::get<agent::Reply>(next<agent::Reply>().msg).pid);
+    REQUIRE(pid > 0);
+    return pid;
+  }
+  // The next frame of type T (others skipped), within 10 s.
+  template <class T>
+  agent::Frame next() {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+      size_t nl;
+      while ((nl = buf.find('\n')) != std::string::npos) {
+        auto f = agent::decode(std::string_view(buf).substr(0, nl));
+        buf.erase(0, nl + 1);
+        REQUIRE(f.ok());
+        if (std::holds_alternative<T>(f->msg)) return *f;
+      }
+      REQUIRE(std::chrono::steady_clock::now() < until);
+      p->readStdout(&buf);
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  // Waits for the agent to exit; its stderr.
+  std::string waitExit(std::chrono::milliseconds limit) {
+    const bool done = p->waitUntil(deadlineIn(limit));
+    std::string err;
+    p->readStderr(&err);
+    REQUIRE(done);
+    return err;
+  }
+};
+
+// What `argv` writes on stdout, run in network namespace `netns`.
+std::string outputOf(const std::vector<std::string>& argv, const std::string& netns) {
+  auto p = chaos::Process::spawn(argv, netns);
+  REQUIRE(p.ok());
+  std::string out;
+  while (!(*p)->poll()) {
+    (*p)->readStdout(&out);
+    std::this_thread::sleep_for(1ms);
+  }
+  (*p)->readStdout(&out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an agent runs a role and relays its output and its exit", "[agent]") {
+  auto c = agent::Connection::start(localSpec(), 10s);
+  REQUIRE(c.ok());
+  CHECK((*c)->hello().build == agent::buildId());
+  CHECK((*c)->sameClock());  // one machine: its clock is ours
+  agent::Spawn s;
+  s.role = "r";
+  s.argv = {"/bin/sh", "-c", "echo out; echo err >&2; echo tel >&3; exit 3"};
+  s.telemetry = true;
+  auto p = (*c)->spawn(s);
+  REQUIRE(p.ok());
+  std::string out, err, tel;
+  bool o = true, e = true, t = true;
+  REQUIRE(pumpUntil(**c, [&] {
+    o = o && (*p)->readStdout(&out);
+    e = e && (*p)->readStderr(&err);
+    t = t && (*p)->readTelemetry(&tel);
+    return (*p)->poll() && !o && !e && !t;
+  }));
+  CHECK(out == "out\n");
+  CHECK(err == "err\n");
+  CHECK(tel == "tel\n");
+  CHECK((*p)->exitText() == "exited 3");
+  CHECK((*p)->exitCode() == 3);
+  CHECK((*p)->release() == 0);
+  CHECK((*c)->bye().ok());
+}
+
+TEST_CASE("an agent says whether a signal ends the role before it sends it", "[agent]") {
+  auto c = agent::Connection::start(localSpec(), 10s);
+  REQUIRE(c.ok());
+  agent::Spawn s;
+  s.role = "sleeper";
+  s.argv = {"/bin/sleep", "100"};
+  auto p = (*c)->spawn(s);
+  REQUIRE(p.ok());
+  CHECK_FALSE((*p)->signal(SIGSTOP));
+  CHECK_FALSE((*p)->signal(SIGCONT));
+  CHECK((*p)->signal(SIGTERM));
+  REQUIRE(pumpUntil(**c, [&] { return (*p)->poll(); }));
+  CHECK((*p)->exitText() == "killed by SIGTERM");
+  // A second role of the same name only once the first is released.
+  auto again = (*c)->call(s);
+  CHECK(again.status().code() == Code::kInvalidUsage);
+  (*p)->release();
+  p->reset();
+  auto fresh = (*c)->spawn(s);
+  REQUIRE(fresh.ok());
+  const pid_t pid = (*fresh)->pid();
+  CHECK(alive(pid));
+  (*fresh)->killAndReap();
+  CHECK((*fresh)->exitText() == "killed by SIGKILL");
+  CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("an agent whose controller falls silent kills its roles when the lease ends", "[agent]") {
+  RawAgent a;
+  const pid_t pid = a.startSleeper(300);
+  CHECK(alive(pid));
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string err = a.waitExit(5s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(a.p->exitCode() == agent::kServedLeaseLost);
+  CHECK(err.find("lease expired (no word from the controller for 300 ms)") != std::string::npos);
+  CHECK(err.find("1 process(es) killed") != std::string::npos);
+  CHECK(took >= 250ms);
+  CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("an agent whose controller is gone cleans up at once", "[agent]") {
+  RawAgent a;
+  const pid_t pid = a.startSleeper(60000);
+  agent::MakeDir d{"r"};
+  a.send(d, 3);
+  const std::string dir = std::get<agent::Reply>(a.next<agent::Reply>().msg).path;
+  REQUIRE(::access(dir.c_str(), F_OK) == 0);
+  a.p->closeStdin();
+  const std::string err = a.waitExit(5s);
+  CHECK(a.p->exitCode() == agent::kServedLeaseLost);
+  CHECK(err.find("the controller's pipe closed") != std::string::npos);
+  CHECK_FALSE(alive(pid));
+  CHECK(::access(dir.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("an agent refuses a controller of another build naming both", "[agent]") {
+  RawAgent a;
+  a.hello(2000, "0.0.1+elsewhere");
+  const auto h = std::get<agent::HelloReply>(a.next<agent::HelloReply>().msg);
+  CHECK(h.build == agent::buildId());  // the controller learns the agent's build too
+  const std::string err = a.waitExit(5s);
+  CHECK(a.p->exitCode() == agent::kServedRefused);
+  CHECK(err.find("build 0.0.1+elsewhere") != std::string::npos);
+  CHECK(err.find("(build " + agent::buildId() + ")") != std::string::npos);
+}
+
+TEST_CASE("an agent answers a request before hello with an error and a bad frame by leaving",
+          "[agent]") {
+  RawAgent a;
+  a.send(agent::ClockRead{}, 5);
+  const auto r = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  CHECK(r.code == Code::kInvalidUsage);
+  CHECK(r.why == "'clock' before hello: say hello first");
+  a.send("{\"t\":\"spawn\",\"id\":6}\n");
+  const auto bad = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  CHECK(bad.code == Code::kInvalidArgument);
+  CHECK(bad.why == "agent frame: spawn: field 'role' is missing");
+  const std::string err = a.waitExit(5s);
+  CHECK(a.p->exitCode() == agent::kServedRefused);
+  CHECK(err.find("refused a frame: agent frame: spawn: field 'role' is missing") !=
+        std::string::npos);
+}
+
+TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
+  if (!chaos::SimNet::available().ok()) {
+    std::fprintf(stderr, "SKIPPED: %s\n", chaos::SimNet::available().message().c_str());
+    std::fflush(stderr);
+    std::_Exit(77);
+  }
+  auto net = chaos::SimNet::create({"a1", "a2"});
+  REQUIRE(net.ok());
+  const std::string ns = (*net)->netns("a1");
+  const std::string before = outputOf({chaos::whichProgram("iptables"), "-S"}, ns);
+  RawAgent a(ns);
+  agent::Hello h;
+  h.build = agent::buildId();
+  h.lease_ms = 400;
+  h.exempt = {{2222, 2222}};
+  a.send(h, 1);
+  a.next<agent::HelloReply>();
+  agent::Net cut;
+  cut.op = "cut";
+  cut.peers = {(*net)->address("a2")};
+  a.send(cut, 2);
+  CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kOk);
+  agent::Net bw;
+  bw.op = "bandwidth";
+  bw.rate = "10mbit";
+  a.send(bw, 3);
+  CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kOk);
+  const std::string during = outputOf({chaos::whichProgram("iptables"), "-S"}, ns);
+  CHECK(during.find("-d " + (*net)->address("a2") + "/32 -j DROP") != std::string::npos);
+  // The exempt port is accepted ahead of the fault rule.
+  CHECK(during.find("--dport 2222 -j ACCEPT") < during.find("-j DROP"));
+  CHECK(outputOf({chaos::whichProgram("tc"), "qdisc", "show", "dev", "eth0"}, ns).find("tbf") !=
+        std::string::npos);
+  a.waitExit(5s);
+  CHECK(a.p->exitCode() == agent::kServedLeaseLost);
+  CHECK(outputOf({chaos::whichProgram("iptables"), "-S"}, ns) == before);
+  CHECK(outputOf({chaos::whichProgram("tc"), "qdisc", "show", "dev", "eth0"}, ns).find("tbf") ==
+        std::string::npos);
+}
