@@ -20,6 +20,7 @@ struct RunOptions {
   bool tty = false;         // progress redraws one line (else a line per second)
   const std::atomic<bool>* interrupted = nullptr;  // set by the CLI's signal handler
   int gpus = 0;  // GPUs this machine has (roles on "gpu" are spread across them)
+  const struct Inventory* inventory = nullptr;  // --hosts (model/inventory.h); null: none
 };
 
 struct RunResult {
