@@ -187,9 +187,10 @@ std::vector<std::string> scenarioHosts(const Scenario& s) {
 // Loads the inventory of --hosts into `inventory` and binds every loaded scenario's hosts with it;
 // prints what is wrong ("file:line: field: what", or the scenario and the host not bound). Returns
 // kExitUsage when anything is, else kExitPass (also without --hosts: `inventory` stays empty);
-// kExitInterrupted when a signal stopped the inventory's code.
+// kExitInterrupted when a signal stopped the inventory's code. `unbound`, when given, receives the
+// files of the scenarios it could not bind.
 int loadHosts(const Cli& cli, const std::vector<std::pair<std::string, LoadedScenario>>& loaded,
-              std::optional<Inventory>* inventory) {
+              std::optional<Inventory>* inventory, std::set<std::string>* unbound = nullptr) {
   if (cli.hosts.empty()) return kExitPass;
   InventoryLoad r = loadInventory(cli.hosts, cli.load.lua, InventoryEnv::fromProcess());
   if (!r.inventory) {
@@ -202,6 +203,7 @@ int loadHosts(const Cli& cli, const std::vector<std::pair<std::string, LoadedSce
     auto bound = bindScenario(*r.inventory, scenarioHosts(l.scenario));
     if (!bound.ok()) {
       rc = kExitUsage;
+      if (unbound != nullptr) unbound->insert(file);
       if (!said.insert(bound.status().message()).second) continue;
       std::fprintf(stderr, "%s: %s\n", file.c_str(), bound.status().message().c_str());
     }
@@ -215,10 +217,13 @@ int validate(const Cli& cli) {
   int rc = loadAll(cli, &loaded);
   if (rc == kExitInterrupted) return rc;
   std::optional<Inventory> inventory;  // --hosts: checked with every scenario loaded
-  const int hosts_rc = loadHosts(cli, loaded, &inventory);
+  std::set<std::string> unbound;
+  const int hosts_rc = loadHosts(cli, loaded, &inventory, &unbound);
   if (hosts_rc == kExitInterrupted) return hosts_rc;
   rc = combineExit(rc, hosts_rc);
+  if (hosts_rc != kExitPass && !inventory) return rc;  // no scenario was checked with --hosts
   for (const auto& [f, l] : loaded) {
+    if (unbound.count(f)) continue;  // its error is printed
     const Scenario& s = l.scenario;
     std::printf("OK  %s: %s (%zu worlds, %zu roles, %zu faults, %.1f s)\n", f.c_str(),
                 s.name.c_str(), s.worlds.size(), s.roles.size(), s.timeline.size(),
