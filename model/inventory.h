@@ -43,7 +43,7 @@ struct PortRange {
 // "22", or "60001-63000".
 std::string portRangeText(PortRange r);
 // `text` as a port ("22") or a range ("60001-63000"), each port 1..65535 and first <= last.
-// nullopt, with `why` set ("\"63000-60001\" is reversed: ..."), otherwise. REQUIRES: why != null.
+// nullopt, with `why` set ("\"63000-60001\" is reversed (...)"), otherwise. REQUIRES: why != null.
 std::optional<PortRange> parsePortRange(std::string_view text, std::string* why);
 
 struct SshOptions {
@@ -92,7 +92,7 @@ struct Inventory {
 // names and values (ports 1..65535, ranges not reversed, lease in [kMinLeaseMs, kMaxLeaseMs],
 // targets, addresses, interfaces, the agent path and ssh fields free of characters a command
 // line or remote shell would read otherwise), hosts only where the launcher takes them (ssh needs
-// one at least), no logical host twice and no two on one target. Pure.
+// one at least), no logical host twice and no two on one target or one address. Pure.
 std::vector<std::string> inventoryProblems(const Inventory& inv);
 
 // The ports no fault may cut, sorted and merged: the launcher's own (ssh: ssh.port; slurm:
