@@ -24,6 +24,7 @@
 #include "chaos/ports.h"
 #include "chaos/posix_faults.h"
 #include "chaos/process.h"
+#include "harness/launchers.h"
 #include "harness/orchestrator_run.h"
 #include "multiworld/status.h"
 #include "multiworld/store.h"
@@ -90,7 +91,7 @@ void Run::prepare() {
     devices_[name] = dev;
   }
   const auto hosts = s_.hosts();
-  if (!hosts.empty()) {
+  if (!hosts.empty() && simulatedHosts(o_.inventory)) {
     auto net = chaos::SimNet::create(hosts);
     if (!net.ok()) {
       fail(net.status().code() == Code::kUnavailable ? Outcome::kUnavailable
@@ -188,7 +189,8 @@ std::map<std::string, StoreAddress> Run::stores(const std::string& role) const {
   for (const auto& [name, ws] : s_.worlds) {
     StoreAddress& a = out[name];
     // The store lives with rank 0: on its simulated host's address, else on loopback.
-    if (net_) a.addr = net_->address(s_.roles.at(s_.membersOf(name).at(0)).host);
+    const std::string addr = hostAddress(s_.roles.at(s_.membersOf(name).at(0)).host);
+    if (!addr.empty()) a.addr = addr;
     a.port = ports_.at(name);
     a.device = deviceIn(role, ws);
   }
@@ -266,7 +268,8 @@ bool Run::start(const std::string& role) {
     options.telemetry = true;
     options.meter = true;  // a program writes no `cpu` lines: its agent meters it
   } else {
-    options.argv = {o_.worker_path, "--config", chaos::toJson(config(role, prefix))};
+    const std::string& host = agents_.count(spec.host) ? spec.host : "";
+    options.argv = {worker_paths_[host], "--config", chaos::toJson(config(role, prefix))};
     options.env = {token_env_};
     if (posix_roles_.count(role)) options.env.push_back(posix_env_);  // libfiu's POSIX preload
   }
@@ -318,20 +321,19 @@ void Run::releaseWorker(Worker& w) {
 }
 
 void Run::startAgents() {
-  // One agent per simulated host, inside its namespace; one for this machine otherwise.
-  std::vector<std::pair<std::string, std::string>> hosts;  // name, namespace
-  if (net_) {
-    for (const auto& h : s_.hosts()) hosts.emplace_back(h, net_->netns(h));
+  auto plan = planLaunches(
+      s_, o_.inventory, o_.agent_path, o_.worker_path,
+      [this](const std::string& h) { return net_ ? net_->netns(h) : std::string(); },
+      [this](const std::string& h) { return net_ ? net_->address(h) : std::string(); });
+  if (!plan.ok()) {
+    fail(Outcome::kHarnessError, plan.status().message());
+    return;
   }
-  const bool any_here = std::any_of(s_.roles.begin(), s_.roles.end(),
-                                    [](const auto& r) { return r.second.host.empty(); });
-  if (!net_ || any_here) hosts.emplace_back("", "");
-  for (const auto& [host, netns] : hosts) {
-    agent::LaunchSpec spec;
-    spec.host = host.empty() ? "local" : host;
-    spec.launcher = host.empty() ? "local" : "netns";
-    spec.argv = {o_.agent_path, "agent", "--stdio"};
-    spec.netns = netns;
+  for (const auto& launch : *plan) {
+    const std::string& host = launch.host;
+    const agent::LaunchSpec& spec = launch.spec;
+    addresses_[host] = launch.address;
+    worker_paths_[host] = launch.worker_path;
     auto c = agent::Connection::start(spec, kAgentStart);
     if (!c.ok()) {
       fail(Outcome::kHarnessError, c.status().message());

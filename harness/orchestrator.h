@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "model/inventory.h"
 #include "model/report.h"
 #include "model/run.h"
 #include "model/scenario.h"
@@ -21,6 +22,7 @@ struct RunOptions {
   bool tty = false;         // progress redraws one line (else a line per second)
   const std::atomic<bool>* interrupted = nullptr;  // set by the CLI's signal handler
   int gpus = 0;  // GPUs this machine has (roles on "gpu" are spread across them)
+  const Inventory* inventory = nullptr;  // --hosts (model/inventory.h); null: none
 };
 
 struct RunResult {

@@ -76,7 +76,7 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
               agent::Net m;
               m.op = "cut";
               m.loud = p.loud;
-              for (const auto& h : to) m.peers.push_back(net_->address(h));
+              for (const auto& h : to) m.peers.push_back(hostAddress(h));
               for (const auto& h : from) MW_RETURN_IF_ERROR(netOn(h, m));
               return Status::Ok();
             };

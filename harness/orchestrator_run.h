@@ -115,6 +115,11 @@ class Run {
   }
   // Starts one agent per host (prepare()).
   void startAgents();
+  // The address a host's peers reach it by ("" for this machine: loopback).
+  std::string hostAddress(const std::string& host) const {
+    auto it = addresses_.find(host);
+    return it == addresses_.end() ? std::string() : it->second;
+  }
   // One network request to the agent of `host`.
   Status netOn(const std::string& host, agent::Net m);
 
@@ -198,6 +203,8 @@ class Run {
   // worker's process is released before its agent goes.
   std::map<std::string, std::unique_ptr<agent::Connection>> agents_;
   std::map<std::string, Worker> workers_;
+  std::map<std::string, std::string> addresses_;             // host -> its data-plane address
+  std::map<std::string, std::string> worker_paths_;          // host -> mw_worker there
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
   std::map<std::string, EventKind> state_;                   // world/role -> last event kind
   std::map<std::string, double> last_bytes_;                 // world/role -> last window's bytes

@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "model/inventory.h"
 #include "multiworld/status.h"
 
 namespace mw::agent {
@@ -36,11 +37,8 @@ inline constexpr size_t kMaxOutputChunk = 64 * 1024;
 // This build's identity ("0.1.0+<commit>"): an agent of another build is refused.
 std::string buildId();
 
-// A TCP/UDP port range of the control plane, never cut by a fault (first <= last).
-struct PortRange {
-  int first = 0;
-  int last = 0;
-};
+// A TCP port range of the control plane, never cut by a fault (first <= last): the inventory's.
+using PortRange = harness::PortRange;
 
 // ---- Requests (controller -> agent) ----
 

@@ -42,6 +42,10 @@ options:
   --rerun-inconclusive N
                       run a scenario whose verdict is inconclusive again, up to N times (default
                       0, at most 10); each rerun is printed and counted in its report ("reruns")
+  --hosts FILE        the inventory (run, validate): binds the scenarios' logical hosts (a
+                      role's host = "h2") to real hosts and names the launcher that reaches
+                      them: local, netns, ssh or slurm (docs/hosts.md); an invalid inventory or
+                      a scenario host it does not bind is a usage error (exit 2)
   -v, --verbose       print every line the workers report
   -q, --quiet         no progress line
   --worker PATH       the worker program (default: mw_worker next to this program)
@@ -74,6 +78,7 @@ examples:
   mwchaos run scenarios/demo_worker_killed.lua
   mwchaos run --backend gloo -o out scenarios/
   mwchaos validate scenarios/*.lua
+  mwchaos run --hosts cluster.lua scenarios/net_partition_heals.lua
   mwchaos report out/demo_worker_killed/report.json --format html
 )";
 
@@ -191,6 +196,10 @@ int parseCli(int argc, char** argv, Cli& cli) {
       cli.verbosity = 2;
     } else if (a == "-q" || a == "--quiet") {
       cli.verbosity = 0;
+    } else if (a == "--hosts") {
+      auto v = value("--hosts");
+      if (!v || v->empty()) return usageError("--hosts needs an inventory file (docs/hosts.md)");
+      cli.hosts = *v;
     } else if (a == "--worker") {
       auto v = value("--worker");
       if (!v) return usageError("--worker needs a path");
@@ -206,6 +215,9 @@ int parseCli(int argc, char** argv, Cli& cli) {
   if (cli.command.empty()) return usageError("no command given (run, validate, list, report)");
   static const std::set<std::string> commands = {"run", "validate", "list", "report"};
   if (!commands.count(cli.command)) return usageError("unknown command '" + cli.command + "'");
+  if (!cli.hosts.empty() && cli.command != "run" && cli.command != "validate") {
+    return usageError("--hosts is for run and validate, not " + cli.command);
+  }
   if (cli.command != "list" && cli.paths.empty()) {
     return usageError(cli.command + " needs " +
                       (cli.command == "report" ? "a report.json" : "scenario files or folders"));

@@ -23,6 +23,7 @@ struct Cli {
   int verbosity = 1;
   std::string worker;
   int rerun_inconclusive = 0;  // --rerun-inconclusive
+  std::string hosts;           // --hosts: the inventory file (docs/hosts.md); "": none
 };
 
 // The --help text, with the defaults of the Lua limits filled in.

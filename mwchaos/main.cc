@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "agent/server.h"
+#include "harness/inventory_loader.h"
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
 #include "model/expectations.h"
@@ -187,10 +188,55 @@ int loadAll(const Cli& cli, std::vector<std::pair<std::string, LoadedScenario>>*
   return rc;
 }
 
+// The logical hosts the roles of `s` are placed on, each once, sorted.
+std::vector<std::string> scenarioHosts(const Scenario& s) {
+  std::set<std::string> hosts;
+  for (const auto& [name, r] : s.roles) {
+    if (!r.host.empty()) hosts.insert(r.host);
+  }
+  return {hosts.begin(), hosts.end()};
+}
+
+// Loads the inventory of --hosts into `inventory` and binds every loaded scenario's hosts with it;
+// prints what is wrong ("file:line: field: what", or the scenario and the host not bound). Returns
+// kExitUsage when anything is, else kExitPass (also without --hosts: `inventory` stays empty);
+// kExitInterrupted when a signal stopped the inventory's code. `unbound`, when given, receives the
+// files of the scenarios it could not bind.
+int loadHosts(const Cli& cli, const std::vector<std::pair<std::string, LoadedScenario>>& loaded,
+              std::optional<Inventory>* inventory, std::set<std::string>* unbound = nullptr) {
+  if (cli.hosts.empty()) return kExitPass;
+  InventoryLoad r = loadInventory(cli.hosts, cli.load.lua, InventoryEnv::fromProcess());
+  if (!r.inventory) {
+    printErrors(r.errors);
+    return interrupted.load() ? kExitInterrupted : kExitUsage;
+  }
+  int rc = kExitPass;
+  std::set<std::string> said;  // a message of the inventory alone (no allocation) is said once
+  for (const auto& [file, l] : loaded) {
+    auto bound = bindScenario(*r.inventory, scenarioHosts(l.scenario));
+    if (!bound.ok()) {
+      rc = kExitUsage;
+      if (unbound != nullptr) unbound->insert(file);
+      if (!said.insert(bound.status().message()).second) continue;
+      std::fprintf(stderr, "%s: %s\n", file.c_str(), bound.status().message().c_str());
+    }
+  }
+  *inventory = std::move(r.inventory);
+  return rc;
+}
+
 int validate(const Cli& cli) {
   std::vector<std::pair<std::string, LoadedScenario>> loaded;
   int rc = loadAll(cli, &loaded);
+  if (rc == kExitInterrupted) return rc;
+  std::optional<Inventory> inventory;  // --hosts: checked with every scenario loaded
+  std::set<std::string> unbound;
+  const int hosts_rc = loadHosts(cli, loaded, &inventory, &unbound);
+  if (hosts_rc == kExitInterrupted) return hosts_rc;
+  rc = combineExit(rc, hosts_rc);
+  if (hosts_rc != kExitPass && !inventory) return rc;  // no scenario was checked with --hosts
   for (const auto& [f, l] : loaded) {
+    if (unbound.count(f)) continue;  // its error is printed
     const Scenario& s = l.scenario;
     std::printf("OK  %s: %s (%zu worlds, %zu roles, %zu faults, %.1f s)\n", f.c_str(),
                 s.name.c_str(), s.worlds.size(), s.roles.size(), s.timeline.size(),
@@ -258,6 +304,8 @@ int run(const Cli& cli) {
   std::vector<std::pair<std::string, LoadedScenario>> loaded;
   int rc = loadAll(cli, &loaded);
   if (rc != kExitPass) return rc;
+  std::optional<Inventory> inventory;  // --hosts
+  if ((rc = loadHosts(cli, loaded, &inventory)) != kExitPass) return rc;
   const std::string worker = workerPath(cli);
   if (::access(worker.c_str(), X_OK) != 0) {
     std::fprintf(stderr,
@@ -284,6 +332,7 @@ int run(const Cli& cli) {
   ro.tty = ::isatty(2) != 0;
   ro.interrupted = &interrupted;
   ro.gpus = gpus;
+  ro.inventory = inventory ? &*inventory : nullptr;
   std::vector<Report> reports;
   std::set<std::string> used;
   bool all_written = true;  // a gate must not pass on a report that is not there

@@ -75,6 +75,21 @@ expect_rc 2 "memory cap without a value" "$mwchaos" validate --lua-memory-mb
 expect_out "memory cap without a value" "--lua-memory-mb: expected a whole number"
 expect_rc 2 "missing file" "$mwchaos" validate /nonexistent.lua
 expect_out "missing file" "no such file or folder: /nonexistent.lua"
+# --hosts (docs/hosts.md): a missing or invalid inventory, or a scenario host it does not bind, is
+# a usage error (exit 2) naming the file, the line and the field, before anything runs.
+partition=$src/scenarios/net_partition_heals.lua
+expect_rc 2 "--hosts, missing file" "$mwchaos" run -q -o "$work/never" --hosts /nonexistent-hosts.lua "$partition"
+expect_out "--hosts, missing file" "^/nonexistent-hosts.lua: cannot open the inventory: No such file"
+printf 'return {\n  launcher = "ssh",\n  hosts = { h1 = "node1" },\n  lease_ms = 5,\n}\n' >"$work/bad_hosts.lua"
+expect_rc 2 "--hosts, bad file" "$mwchaos" run -q -o "$work/never" --hosts "$work/bad_hosts.lua" "$partition"
+expect_out "--hosts, bad file" "^$work/bad_hosts.lua:4: lease_ms: 5 is out of range \(100 to 60000\)"
+printf 'return { launcher = "ssh", hosts = { h0 = "n0", h1 = "n1" } }\n' >"$work/two_hosts.lua"
+expect_rc 2 "--hosts, host not bound" "$mwchaos" validate --hosts "$work/two_hosts.lua" "$partition"
+expect_out "--hosts, host not bound" "^$partition: the scenario's host h2 is not in $work/two_hosts.lua \(it binds h0, h1\)"
+printf 'return { launcher = "ssh", hosts = { h0 = "n0", h1 = "n1", h2 = "n2" } }\n' >"$work/hosts.lua"
+expect_rc 0 "--hosts, every host bound" "$mwchaos" validate --hosts "$work/hosts.lua" "$partition"
+expect_rc 2 "--hosts for report" "$mwchaos" report --hosts "$work/hosts.lua" x.json
+expect_out "--hosts for report" "--hosts is for run and validate, not report"
 expect_rc 0 "list" "$mwchaos" list
 expect_out "list" "pause\(role\)"
 expect_out "list" "gather_to_leader"
