@@ -13,7 +13,7 @@
 #   MWH_WAIT_S   how long 'up' waits for each sshd to answer (default 15)
 #
 # Files written into DIR: see README.md. Source DIR/hosts.env for the rest.
-set -euo pipefail
+set -Eeuo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib_net.sh
 source "$here/lib_net.sh"
@@ -45,8 +45,12 @@ cmd_up() {
   # Written first so that 'down' can clean up a failed 'up'.
   mwh_net_check_free "$p" "$s"
   printf 'MWH_PREFIX=%q\nMWH_SUBNET=%q\n' "$p" "$s" > "$dir/net.state"
+  # Files of an earlier run in DIR would make ssh-keygen ask to overwrite.
+  rm -rf "$dir"/id_ed25519 "$dir"/id_ed25519.pub "$dir"/authorized_keys \
+    "$dir"/known_hosts "$dir"/ssh_config "$dir"/h[0-9]*
   # shellcheck disable=SC2064
   trap "up_failed '$dir'" EXIT
+  trap 'echo "${0##*/}: line $LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
 
   local members=() i
   for ((i = 1; i <= n; i++)); do members+=("h$i:$((i + 1))"); done
@@ -136,7 +140,7 @@ EOF
       false
     fi
   done
-  trap - EXIT
+  trap - EXIT ERR
 
   {
     echo "# written by tests/hosts/ssh_hosts.sh up; source it"
