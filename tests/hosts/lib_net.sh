@@ -67,16 +67,17 @@ mwh_net_up() {
   done
 }
 
-# Kill every process inside the member namespaces (TERM, then KILL), then
-# delete the namespaces. Idempotent: missing namespaces are skipped.
+# Kill every process inside the member namespaces (TERM, then KILL after
+# MWH_TERM_GRACE_S, default 2 s). Idempotent: missing namespaces are skipped.
 mwh_kill_netns_procs() {
-  local ns pids i
+  local ns pids i tenths
+  tenths=$(awk -v g="${MWH_TERM_GRACE_S:-2}" 'BEGIN { printf "%d", g * 10 }')
   for ns in "$@"; do
     [[ -e /run/netns/$ns ]] || continue
     pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
     [[ -n ${pids// } ]] && kill -TERM $pids 2>/dev/null
   done
-  for i in $(seq 1 50); do
+  for i in $(seq 1 "$tenths"); do
     local left=""
     for ns in "$@"; do
       [[ -e /run/netns/$ns ]] || continue
