@@ -2,6 +2,7 @@
 # Self-test of the host fixtures: ssh hosts (always) and Slurm (when installed).
 #
 #   fixtures_test.sh [--no-slurm]
+#   MWH_SLURM_CGROUP=1 fixtures_test.sh     # Slurm with its cgroup plugins
 #
 # Exit 0: all checks passed. 1: a check failed. 77: skipped (not root, or
 # openssh-server missing; the Slurm part alone is skipped, with a line saying
@@ -139,6 +140,10 @@ if ((with_slurm)); then
   check "slurm: no namespace or link left" test -z "$(left_of "$MWH_PREFIX")"
   check "slurm: no slurmctld/slurmd/munged of ours left" no_live "$slurm_dir"
   check "slurm: no task left" no_live "sleep 8882$$"
+  if [[ ${MWH_SLURM_CGROUP:-0} == 1 ]]; then
+    check "slurm: no cgroup slurm_h1/slurm_h2 left" \
+      test -z "$(compgen -G '/sys/fs/cgroup/*/slurm_h[12]')"
+  fi
   check "slurm: down again is a no-op" "$here/slurm_hosts.sh" down "$slurm_dir"
   echo "slurm part: $((SECONDS - t1)) s"
 else

@@ -16,6 +16,9 @@
 #   MWH_SLURM_SUBNET  10.X.Y of the /24 to use (default 10.202.1; the ssh
 #                     fixture defaults to 10.202.0, so both can run at once)
 #   MWH_WAIT_S        how long 'up' waits for the nodes to be idle (default 30)
+#   MWH_SLURM_CGROUP  1: proctrack/cgroup + task/cgroup (cgroup.conf in DIR)
+#                     instead of proctrack/linuxproc + task/none. One such
+#                     fixture at a time (cgroups are named slurm_<node>).
 #
 # The client commands (salloc, srun, sbatch, squeue, scancel, sinfo) run in
 # the root namespace with SLURM_CONF=DIR/slurm.conf (see DIR/slurm.env).
@@ -78,6 +81,19 @@ cmd_up() {
     sleep 0.05
   done
 
+  # MWH_SLURM_CGROUP=1: the cgroup plugins (cgroup.conf beside slurm.conf).
+  local proctrack=proctrack/linuxproc taskplugin=task/none
+  rm -f "$dir/cgroup.conf"
+  if [[ ${MWH_SLURM_CGROUP:-0} == 1 ]]; then
+    # slurmd names its cgroups slurm_<node>: two fixtures with cgroups at once
+    # would share them.
+    for ((i = 1; i <= n; i++)); do
+      compgen -G "/sys/fs/cgroup/*/slurm_h$i" >/dev/null &&
+        mwh_die "/sys/fs/cgroup/*/slurm_h$i exists: another Slurm fixture with MWH_SLURM_CGROUP=1 runs (or was not torn down)"
+    done
+    proctrack=proctrack/cgroup taskplugin=task/cgroup
+    printf 'CgroupPlugin=autodetect\nConstrainCores=no\nConstrainRAMSpace=no\nConstrainDevices=no\n' > "$dir/cgroup.conf"
+  fi
   cat > "$dir/slurm.conf" <<EOF
 # written by tests/hosts/slurm_hosts.sh up
 ClusterName=mwh
@@ -98,8 +114,8 @@ SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=$proctrack
+TaskPlugin=$taskplugin
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -210,6 +226,20 @@ cmd_down() {
   done
   mwh_net_down "$MWH_PREFIX"
   local left; left=$(mwh_leftovers "$MWH_PREFIX")
+  # With MWH_SLURM_CGROUP=1 slurmd made /sys/fs/cgroup/<controller>/slurm_hI;
+  # they are empty now that every process in the namespaces is gone.
+  if [[ -f $dir/cgroup.conf ]]; then
+    local node cg
+    for node in "$dir"/spool/*/; do
+      node=$(basename "$node")
+      for cg in /sys/fs/cgroup/*/"slurm_$node" /sys/fs/cgroup/unified/*/"slurm_$node"; do
+        [[ -d $cg ]] || continue
+        find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        [[ -d $cg ]] && left+=$'\n'"cgroup $cg"
+      done
+    done
+    rm -f "$dir/cgroup.conf"
+  fi
   rm -f "$dir/slurm.env" "$dir/net.state"
   if [[ -n $left ]]; then
     echo "left behind:" >&2; echo "$left" >&2; return 1
