@@ -63,6 +63,7 @@ run() {
     em=$(awk -v r="$(cut -d' ' -f1 <<<"$ref")" -v m="$(cut -d' ' -f2 <<<"$ref")" -v d="${em#rt}" \
       'BEGIN { printf "%.3f", r - m + d }')
   fi
+  # shellcheck disable=SC2086 # four numbers, split on purpose
   out=$("$@" "$tmp/clocks" $ref)
   # The reading lies between our two readings, shifted by the expected offset.
   local el; el=$(awk -v a="$(cut -d' ' -f1 <<<"$ref")" -v b="$(cut -d' ' -f1 <<<"$("$tmp/clocks")")" 'BEGIN { print b - a }')
@@ -75,7 +76,6 @@ run() {
     echo "  FAIL: expected REALTIME=$er MONOTONIC=$em (+ up to ${el}s the command took)"; fail=1
   fi
   if ((have_cxx)); then
-    read -r st sy <<<"$("$tmp/steady")"
     printf '%-44s %s\n' "" "$("$@" "$tmp/steady" "$(cut -d' ' -f2 <<<"$ref")" "$(cut -d' ' -f1 <<<"$ref")")"
   fi
 }

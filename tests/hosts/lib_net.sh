@@ -22,8 +22,8 @@ mwh_need_root() {
 # mwh_prefix SUBNET -> a short name prefix unique per subnet (IFNAMSIZ is 16).
 mwh_prefix() {
   local s=$1
-  local a b c
-  IFS=. read -r a b c <<<"$s"
+  local b c
+  IFS=. read -r _ b c <<<"$s"
   echo "mwh${b}x${c}"
 }
 
@@ -75,6 +75,7 @@ mwh_kill_netns_procs() {
   for ns in "$@"; do
     [[ -e /run/netns/$ns ]] || continue
     pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+    # shellcheck disable=SC2086 # a list of pids
     [[ -n ${pids// } ]] && kill -TERM $pids 2>/dev/null
   done
   for i in $(seq 1 "$tenths"); do
@@ -89,6 +90,7 @@ mwh_kill_netns_procs() {
   for ns in "$@"; do
     [[ -e /run/netns/$ns ]] || continue
     pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+    # shellcheck disable=SC2086 # a list of pids
     [[ -n ${pids// } ]] && kill -KILL $pids 2>/dev/null
   done
   sleep 0.2
@@ -110,8 +112,7 @@ mwh_net_down() {
   # switch was never made (a failed 'up').
   ip link del "${p}-ctl" 2>/dev/null || true
   # A namespace is freed when its last user goes; wait for the veth.
-  local i
-  for i in $(seq 1 30); do
+  for _ in $(seq 1 30); do
     ip link show "${p}-ctl" >/dev/null 2>&1 || return 0
     sleep 0.1
   done

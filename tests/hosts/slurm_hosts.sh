@@ -77,7 +77,10 @@ cmd_up() {
   local munged_pid=$!
   local t=$((SECONDS + 10))
   until [[ -S $sock ]]; do
-    ((SECONDS < t)) && kill -0 $munged_pid 2>/dev/null || { cat "$dir/log/munged.out" "$dir/log/munged.log" >&2 2>/dev/null; mwh_die "munged did not start"; }
+    if ((SECONDS >= t)) || ! kill -0 $munged_pid 2>/dev/null; then
+      cat "$dir/log/munged.out" "$dir/log/munged.log" >&2 2>/dev/null
+      mwh_die "munged did not start"
+    fi
     sleep 0.05
   done
 

@@ -35,7 +35,7 @@ cmd_up() {
   local sshd=/usr/sbin/sshd
   [[ -x $sshd ]] || mwh_die "no $sshd: apt-get install openssh-server"
   command -v ssh >/dev/null || mwh_die "no ssh: apt-get install openssh-client"
-  command -v nsenter >/dev/null && command -v unshare >/dev/null || mwh_die "need nsenter and unshare (util-linux)"
+  for b in nsenter unshare ip; do command -v "$b" >/dev/null || mwh_die "no $b (util-linux, iproute2)"; done
   local s=${MWH_SUBNET:-10.202.0} port=${MWH_PORT:-2222} wait_s=${MWH_WAIT_S:-15}
   mwh_check_subnet "$s"
   local p; p=$(mwh_prefix "$s")
