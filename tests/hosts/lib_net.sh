@@ -70,7 +70,7 @@ mwh_net_up() {
 # Kill every process inside the member namespaces (TERM, then KILL after
 # MWH_TERM_GRACE_S, default 2 s). Idempotent: missing namespaces are skipped.
 mwh_kill_netns_procs() {
-  local ns pids i tenths
+  local ns pids tenths
   tenths=$(awk -v g="${MWH_TERM_GRACE_S:-2}" 'BEGIN { printf "%d", g * 10 }')
   for ns in "$@"; do
     [[ -e /run/netns/$ns ]] || continue
@@ -78,7 +78,7 @@ mwh_kill_netns_procs() {
     # shellcheck disable=SC2086 # a list of pids
     [[ -n ${pids// } ]] && kill -TERM $pids 2>/dev/null
   done
-  for i in $(seq 1 "$tenths"); do
+  for _ in $(seq 1 "$tenths"); do
     local left=""
     for ns in "$@"; do
       [[ -e /run/netns/$ns ]] || continue
