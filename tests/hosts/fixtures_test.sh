@@ -26,8 +26,18 @@ for b in slurmctld slurmd munged srun salloc scancel squeue; do
   command -v "$b" >/dev/null || { with_slurm=0; why_no_slurm="no $b (apt-get install slurm-wlm munge)"; }
 done
 
-# Subnets of our own, so that the test runs beside a developer's fixture.
-oct=$((20 + ($$ % 100) * 2))
+# Subnets of our own, so that the test runs beside a developer's fixture:
+# the first free pair 10.202.(oct, oct+1) from a pid-derived start.
+subnet_free() {
+  ! ip netns list | grep -q "^mwh202x$1-" &&
+    ! ip -o -4 addr show | grep -q " 10\.202\.$1\.[0-9]*/"
+}
+oct=""
+for i in $(seq 0 99); do
+  c=$((20 + (($$ + i) % 100) * 2))
+  if subnet_free "$c" && subnet_free $((c + 1)); then oct=$c; break; fi
+done
+[[ -n $oct ]] || skip "no free subnet pair in 10.202.20-219"
 export MWH_SUBNET=10.202.$oct MWH_SLURM_SUBNET=10.202.$((oct + 1))
 work=$(mktemp -d /tmp/mwh-fixtures-test.XXXXXX)
 ssh_dir=$work/ssh slurm_dir=$work/slurm
