@@ -34,7 +34,7 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // the command that runs `mwchaos agent --stdio` there
   std::string netns;              // a namespace to start it in ("/proc/<pid>/ns/net"), or ""
   std::vector<std::string> env;   // extra "NAME=value" for the launcher command
-  int lease_ms = 2000;
+  int lease_ms = harness::kDefaultLeaseMs;
   std::vector<PortRange> exempt;  // control-plane ports the agent never cuts
 };
 

@@ -123,6 +123,10 @@ class Server {
   std::string inbuf_;
   bool hello_ = false;
   bool broken_out_ = false;
+  bool input_closed_ = false;
+  std::chrono::steady_clock::time_point last_rx_ = std::chrono::steady_clock::now();
+  // Reads what the controller has sent (non-blocking) into inbuf_; any byte renews the lease.
+  void readInput();
   int lease_ms_ = 2000;
   std::vector<std::pair<int, int>> exempt_;
   std::map<std::string, RoleState> roles_;
@@ -137,8 +141,11 @@ void Server::send(uint64_t id, Message m) {
     ssize_t n = ::write(out_, line.data() + off, line.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
-      pollfd p{out_, POLLOUT, 0};
-      ::poll(&p, 1, 100);
+      // The controller is not reading: its frames are read meanwhile (kept for the loop), so
+      // that its pings keep the lease even while the agent waits here.
+      pollfd p[2] = {{out_, POLLOUT, 0}, {input_closed_ ? -1 : in_, POLLIN, 0}};
+      ::poll(p, 2, 100);
+      if (p[1].revents != 0) readInput();
       continue;
     }
     if (n <= 0) {
@@ -146,6 +153,22 @@ void Server::send(uint64_t id, Message m) {
       return;
     }
     off += static_cast<size_t>(n);
+  }
+}
+
+void Server::readInput() {
+  char chunk[65536];
+  for (;;) {
+    const ssize_t n = ::read(in_, chunk, sizeof chunk);
+    if (n > 0) {
+      last_rx_ = std::chrono::steady_clock::now();
+      inbuf_.append(chunk, static_cast<size_t>(n));
+      if (inbuf_.size() >= kMaxFrameBytes) return;  // takeLines refuses it
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || errno != EAGAIN) input_closed_ = true;
+    return;
   }
 }
 
@@ -411,7 +434,8 @@ int Server::run() {
   // Whoever started the agent (the controller, sshd's session, srun) dying is a lost lease: the
   // agent is told by SIGTERM (handled below), never killed before it cleans up.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  auto last_rx = std::chrono::steady_clock::now();
+  for (int fd : {in_, out_}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  last_rx_ = std::chrono::steady_clock::now();
   std::string ended;
   int code = -1;
   std::vector<pollfd> fds;
@@ -419,7 +443,7 @@ int Server::run() {
   while (code < 0) {
     fds.clear();
     who.clear();
-    fds.push_back({in_, POLLIN, 0});
+    fds.push_back({input_closed_ ? -1 : in_, POLLIN, 0});
     fds.push_back({sfd, POLLIN, 0});
     for (auto& [name, st] : roles_) {
       if (!st.proc) continue;
@@ -437,13 +461,15 @@ int Server::run() {
       }
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        last_rx + std::chrono::milliseconds(lease_ms_) - std::chrono::steady_clock::now());
+        last_rx_ + std::chrono::milliseconds(lease_ms_) - std::chrono::steady_clock::now());
     // Exits wake the poll through their pidfds; without one (a kernel before 5.3) they are
-    // polled every 50 ms.
+    // polled every 50 ms. Input read while writing is handled at once.
     bool polled_exits = false;
     for (auto& [name, st] : roles_) polled_exits |= st.proc && !st.exit_sent && st.pidfd < 0;
-    int timeout = static_cast<int>(
-        std::clamp<int64_t>(left.count() + 1, 1, polled_exits ? 50 : lease_ms_ + 1));
+    const int timeout = inbuf_.find('\n') != std::string::npos
+                            ? 0
+                            : static_cast<int>(std::clamp<int64_t>(
+                                  left.count() + 1, 1, polled_exits ? 50 : lease_ms_ + 1));
     ::poll(fds.data(), fds.size(), timeout);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si{};
@@ -462,45 +488,40 @@ int Server::run() {
     for (auto& [name, st] : roles_) {
       if (st.proc) noteExit(name, st);
     }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char chunk[65536];
-      ssize_t n = ::read(in_, chunk, sizeof chunk);
-      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-        ended = "the controller's pipe closed";
-        code = kServedLeaseLost;
+    if (fds[0].revents != 0) readInput();
+    std::vector<std::string> lines;
+    Status s = takeLines(inbuf_, lines);
+    for (const auto& line : lines) {
+      auto f = decode(line);
+      if (!f.ok()) {
+        fail(0, f.status());
+        ended = "refused a frame: " + f.status().message();
+        code = kServedRefused;
         break;
       }
-      if (n > 0) {
-        last_rx = std::chrono::steady_clock::now();
-        inbuf_.append(chunk, static_cast<size_t>(n));
-        std::vector<std::string> lines;
-        Status s = takeLines(inbuf_, lines);
-        for (const auto& line : lines) {
-          auto f = decode(line);
-          if (!f.ok()) {
-            fail(0, f.status());
-            ended = "refused a frame: " + f.status().message();
-            code = kServedRefused;
-            break;
-          }
-          code = handle(*f);
-          if (code >= 0) break;
-        }
-        // Busy with a long request (a fifo that takes seconds to open) is not silence.
-        last_rx = std::chrono::steady_clock::now();
-        if (code < 0 && !s.ok()) {
-          ended = s.message();
-          code = kServedRefused;
-        }
-        if (code == kServedRefused && ended.empty()) ended = "refused the controller";
-      }
+      code = handle(*f);
+      if (code >= 0) break;
+    }
+    // Busy with a long request (a fifo that takes seconds to open) is not silence.
+    if (!lines.empty()) last_rx_ = std::chrono::steady_clock::now();
+    if (code < 0 && !s.ok()) {
+      ended = s.message();
+      code = kServedRefused;
+    }
+    if (code == kServedRefused && ended.empty()) ended = "refused the controller";
+    if (code < 0 && input_closed_ && inbuf_.find('\n') == std::string::npos) {
+      ended = "the controller's pipe closed";
+      code = kServedLeaseLost;
     }
     if (code < 0 && broken_out_) {
       ended = "the controller stopped reading";
       code = kServedLeaseLost;
     }
     if (code < 0 &&
-        std::chrono::steady_clock::now() - last_rx > std::chrono::milliseconds(lease_ms_)) {
+        std::chrono::steady_clock::now() - last_rx_ > std::chrono::milliseconds(lease_ms_)) {
+      // Never while something the controller sent waits unread.
+      pollfd p{input_closed_ ? -1 : in_, POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0) continue;
       ended =
           "lease expired (no word from the controller for " + std::to_string(lease_ms_) + " ms)";
       code = kServedLeaseLost;

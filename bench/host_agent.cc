@@ -83,6 +83,7 @@ long cpuTicks(long pid) {
 std::vector<double> catRoundTrips(const std::vector<std::string>& via, int n) {
   std::vector<std::string> argv = via;
   argv.push_back("/bin/cat");
+  if (argv[0].find('/') == std::string::npos) argv[0] = "/usr/bin/" + argv[0];
   auto p = chaos::Process::spawn(argv);
   if (!p.ok()) die("starting cat: " + p.status().message());
   const std::string line(120, 'x');  // about a request frame's size

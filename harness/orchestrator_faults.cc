@@ -81,7 +81,11 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
               return Status::Ok();
             };
             MW_RETURN_IF_ERROR(cut(p.a, p.b));
-            return p.oneway ? Status::Ok() : cut(p.b, p.a);
+            MW_RETURN_IF_ERROR(p.oneway ? Status::Ok() : cut(p.b, p.a));
+            // The rules name the other side's addresses only (docs/hosts.md).
+            f.note = "cuts the scenario hosts' traffic only: the controller, the control plane " +
+                     std::string("and anything outside the scenario still reach every host");
+            return Status::Ok();
           },
           [&](const Heal&) {
             Status st;

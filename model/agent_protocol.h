@@ -45,7 +45,7 @@ using PortRange = harness::PortRange;
 struct Hello {
   int version = kProtocolVersion;
   std::string build;
-  int lease_ms = 2000;            // 50..600000
+  int lease_ms = harness::kDefaultLeaseMs;  // 50..600000
   std::vector<PortRange> exempt;  // control-plane ports: ACCEPT rules ahead of every fault rule
 };
 // Renews the lease; never answered.

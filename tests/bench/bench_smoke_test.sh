@@ -86,7 +86,7 @@ field creation 'd is not None and any(s["broken_before_removal"] for s in d["ser
 
 # mw_bench nccl (built with the NCCL backend): on a simulated GPU (MW_SIM_CUDA, the tests'
 # libmw_sim_cuda.so) it runs end to end; with no GPU it exits 3 and says so.
-if "$bench" --help | grep -q "^  nccl "; then
+if grep -q "^  nccl " <<<"$("$bench" --help)"; then
   rc=0
   MW_CUDART_LIBRARY=/nonexistent/libcudart.so "$bench" nccl >"$work/nccl-none.out" 2>&1 || rc=$?
   [ "$rc" = 3 ] || { cat "$work/nccl-none.out"; fail "mw_bench nccl without CUDA: exit $rc, want 3"; }
@@ -118,7 +118,7 @@ expect_usage "--idle-reps" two-worlds --idle-reps x
 expect_usage "--bogus" throughput --bogus 1
 expect_usage "--paired-seconds" throughput --paired-seconds 0
 expect_usage "--worlds" starvation --worlds 0
-"$bench" overhead --help | grep -q "one-member world" || fail "overhead --help"
-"$bench" telemetry --help | grep -q "MW_TELEMETRY_FD" || fail "telemetry --help"
+grep -q "one-member world" <<<"$("$bench" overhead --help)" || fail "overhead --help"
+grep -q "MW_TELEMETRY_FD" <<<"$("$bench" telemetry --help)" || fail "telemetry --help"
 expect_usage "--worlds" telemetry --worlds 0
 echo "bench smoke: every subcommand ran, JSON as documented, usage errors exit 2"

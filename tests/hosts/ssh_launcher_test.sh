@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The ssh launcher, for real (issue 24): three simulated remote hosts, each a network + UTS
+# namespace with its own sshd (ssh_hosts.sh, keys made per run, port 2222), bound to the
+# scenarios' logical hosts h0..h2 by an inventory with launcher = "ssh". mwchaos reaches each
+# host only through `ssh ... mwchaos agent --stdio`.
+#
+# 1. The network scenarios of the library and a kill, a pause and a restart on remote hosts
+#    (tests/hosts/scenarios) pass, every host's agent reached over ssh.
+# 2. SIGKILL to mwchaos mid-run, with rules, a qdisc and a fifo folder in place on the hosts:
+#    within the lease (2 s, plus the agents' cleanup) no process but sshd, no firewall chain, no
+#    qdisc and no folder is left on any host.
+#
+# usage: ssh_launcher_test.sh MWCHAOS SOURCE_DIR SCRATCH_DIR
+# Exit 77 (skipped, saying why) when not root or sshd is not installed.
+set -uo pipefail
+mwchaos=$1 src=$2 work=$3
+here=$src/tests/hosts
+# shellcheck source=tests/harness/lib.sh
+source "$src/tests/harness/lib.sh"
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+[[ $(id -u) == 0 ]] || skip "needs root (network namespaces, sshd)"
+[[ -x /usr/sbin/sshd ]] || skip "no sshd (apt-get install openssh-server)"
+command -v ssh >/dev/null || skip "no ssh client (apt-get install openssh-client)"
+
+# A subnet of our own, so that the test runs beside a developer's fixture.
+export MWH_SUBNET=10.202.$((120 + $$ % 100))
+rm -rf "$work"
+mkdir -p "$work"
+fx=$work/fx
+cleanup() {
+  trap - EXIT INT TERM
+  [[ -n ${run_pid:-} ]] && kill -9 "$run_pid" 2>/dev/null
+  "$here/ssh_hosts.sh" down "$fx" >/dev/null 2>&1
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$here/ssh_hosts.sh" up "$fx" 3 >"$work/up.log" 2>&1 || {
+  cat "$work/up.log"
+  fail "the ssh hosts did not come up"
+  exit 1
+}
+# shellcheck source=/dev/null
+source "$fx/hosts.env"
+
+cat >"$work/ssh.lua" <<EOF
+return {
+  launcher = "ssh",
+  hosts = { h0 = "$MWH_H1_ADDR", h1 = "$MWH_H2_ADDR", h2 = "$MWH_H3_ADDR" },
+  ssh = {
+    user = "root",
+    port = $MWH_SSH_PORT,
+    identity = "$MWH_SSH_KEY",
+    options = { UserKnownHostsFile = "$MWH_KNOWN_HOSTS", StrictHostKeyChecking = "yes",
+                IdentitiesOnly = "yes", ConnectTimeout = "5" },
+  },
+  agent = "$mwchaos",
+}
+EOF
+
+# 1. Scenarios over ssh.
+scenarios=("$src"/scenarios/net_*.lua "$here"/scenarios/*.lua)
+rc=0
+"$mwchaos" run -q --hosts "$work/ssh.lua" -o "$work/out" "${scenarios[@]}" >"$work/run.log" 2>&1 ||
+  rc=$?
+cat "$work/run.log"
+[[ $rc == 0 ]] || fail "the scenarios over ssh: exit $rc, expected 0"
+for report in "$work"/out/*/report.json; do
+  launchers=$(python3 -c 'import json,sys; print(" ".join(sorted({h["launcher"] for h in json.load(open(sys.argv[1]))["run"]["hosts"]})))' "$report")
+  [[ $launchers == ssh ]] || fail "$report: hosts reached by '$launchers', expected ssh only"
+done
+
+# 2. SIGKILL mid-run.
+left_on_hosts() {  # what the run may have left on the hosts, one line each
+  local i ns pid comm
+  for i in 1 2 3; do
+    ns=$(eval echo "\$MWH_H${i}_NETNS")
+    for pid in $(ip netns pids "$ns"); do
+      comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+      [[ $comm == sshd ]] || echo "h$i: process $pid ($comm)"
+    done
+    ip netns exec "$ns" iptables -S | grep MWCHAOS | sed "s/^/h$i: /"
+    ip netns exec "$ns" tc qdisc show | grep -E 'tbf|netem' | sed "s/^/h$i: /"
+  done
+  find /tmp -maxdepth 1 -name 'mwchaos-*' -newer "$work/ssh.lua" | sed 's/^/folder: /'
+}
+"$mwchaos" run -q --hosts "$work/ssh.lua" -o "$work/killed" "$here/fixtures/controller_killed.lua" \
+  >"$work/killed.log" 2>&1 &
+run_pid=$!
+# Until the faults are in: the chains on h3 (b's host) and the qdisc on h2 (a's host).
+in_place=0
+for _ in $(seq 1 150); do
+  if ip netns exec "$MWH_H3_NETNS" iptables -S 2>/dev/null | grep -q MWCHAOS &&
+    ip netns exec "$MWH_H2_NETNS" tc qdisc show 2>/dev/null | grep -q tbf; then
+    in_place=1
+    break
+  fi
+  sleep 0.1
+done
+[[ $in_place == 1 ]] || {
+  cat "$work/killed.log"
+  fail "the faults were never in place on the hosts"
+}
+sleep 0.5
+[[ -n $(left_on_hosts) ]] || fail "nothing on the hosts before the kill: the check below proves nothing"
+kill -9 "$run_pid"
+wait "$run_pid" 2>/dev/null
+run_pid=""
+# The lease is 2 s; the agents' input closes at once (ssh dies with mwchaos), and their cleanup
+# kills and reaps the roles: within 5 s nothing is left.
+left=""
+for _ in $(seq 1 50); do
+  left=$(left_on_hosts)
+  [[ -z $left ]] && break
+  sleep 0.1
+done
+[[ -z $left ]] || fail "SIGKILL of mwchaos: left on the hosts after 5 s: $left"
+
+if ((failures)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "the network scenarios, a kill, a pause and a restart pass over ssh; after SIGKILL of mwchaos nothing is left on any host"
