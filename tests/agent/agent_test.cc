@@ -269,3 +269,44 @@ TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
   CHECK(outputOf({chaos::whichProgram("tc"), "qdisc", "show", "dev", "eth0"}, ns).find("tbf") ==
         std::string::npos);
 }
+
+TEST_CASE("an agent whose clock runs 2 s ahead has its times placed on the controller's clock",
+          "[agent]") {
+  // A time namespace shifts the agent's CLOCK_MONOTONIC (steady_clock) by +2 s and nothing else
+  // (libfaketime cannot: it fakes the monotonic clock as the wall clock; tests/hosts/README.md).
+  if (::geteuid() != 0 || chaos::whichProgram("unshare").empty() ||
+      !chaos::runProgram({"unshare", "--time", "--monotonic", "2", "/bin/true"}).ok()) {
+    std::fprintf(stderr,
+                 "SKIPPED: needs root and unshare --time (a kernel with time namespaces)\n");
+    std::fflush(stderr);
+    std::_Exit(77);
+  }
+  agent::LaunchSpec spec = localSpec();
+  spec.argv = {
+      chaos::whichProgram("unshare"), "--time", "--monotonic", "2", MW_MWCHAOS, "agent", "--stdio"};
+  auto c = agent::Connection::start(spec, 10s);
+  REQUIRE(c.ok());
+  const agent::ClockOffset& o = (*c)->clock();
+  INFO("offset " << o.offset_ns << " ns, uncertainty " << o.uncertainty_ns << " ns");
+  CHECK(std::llabs(o.offset_ns - 2'000'000'000) <= o.uncertainty_ns);
+  CHECK(o.uncertainty_ns < 5'000'000);
+  CHECK_FALSE((*c)->sameClock());  // one kernel, but not one clock
+  // A role's exit, stamped by the agent on its own clock, lands on ours where we saw it.
+  agent::Spawn s;
+  s.role = "r";
+  s.argv = {"/bin/sleep", "0.2"};
+  auto p = (*c)->spawn(s);
+  REQUIRE(p.ok());
+  int64_t seen = 0;
+  REQUIRE(pumpUntil(**c, [&] {
+    if ((*p)->poll() && seen == 0) {
+      seen = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+                 .count();
+    }
+    return seen != 0;
+  }));
+  // Seen after it happened, by at most the pump's period and a pipe's delay (generous under load).
+  CHECK((*p)->exitNs() <= seen + o.uncertainty_ns);
+  CHECK(seen - (*p)->exitNs() < 500'000'000);
+}
