@@ -105,10 +105,23 @@ Connection::~Connection() {
   }
   stop_cv_.notify_all();
   if (keepalive_.joinable()) keepalive_.join();
+  if (proc_ && !proc_->poll()) {
+    // An agent still cleaning up (iptables, its roles' groups) gets its input closed and a
+    // SIGTERM, and time, before it is killed.
+    proc_->closeStdin();
+    proc_->signal(SIGTERM);
+    proc_->waitUntil(deadlineIn(std::chrono::seconds(10)));
+  }
   if (proc_) proc_->killAndReap();
 }
 
 void Connection::keepAlive() {
+  // A ping to an agent that just exited must not end the program (SIGPIPE goes to the thread that
+  // wrote: blocked here, the write fails with EPIPE instead).
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   const auto every = std::chrono::milliseconds(std::max(10, spec_.lease_ms / 4));
   std::unique_lock<std::mutex> l(stop_mu_);
   while (!stop_cv_.wait_for(l, every, [this] { return stopping_; })) {
@@ -250,8 +263,12 @@ Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit)
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
     if (left.count() <= 0) {
-      return Status(Code::kTimeout, describe(spec_) + " did not answer '" + type + "' within " +
-                                        std::to_string(limit.count()) + " ms");
+      // An agent that does not answer is lost: the run ends with that error rather than wait out
+      // every later request's limit.
+      Status t(Code::kTimeout, describe(spec_) + " did not answer '" + type + "' within " +
+                                   std::to_string(limit.count()) + " ms");
+      lost("did not answer '" + type + "' within " + std::to_string(limit.count()) + " ms");
+      return t;
     }
     pollfd p{fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 100)));

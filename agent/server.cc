@@ -124,6 +124,8 @@ class Server {
   bool hello_ = false;
   bool broken_out_ = false;
   bool input_closed_ = false;
+  int sfd_ = -1;          // SIGTERM, SIGINT, SIGHUP
+  std::string lost_why_;  // set where the lease ends outside the loop (a write that waits)
   std::chrono::steady_clock::time_point last_rx_ = std::chrono::steady_clock::now();
   // Reads what the controller has sent (non-blocking) into inbuf_; any byte renews the lease.
   void readInput();
@@ -143,9 +145,21 @@ void Server::send(uint64_t id, Message m) {
     if (n < 0 && errno == EAGAIN) {
       // The controller is not reading: its frames are read meanwhile (kept for the loop), so
       // that its pings keep the lease even while the agent waits here.
-      pollfd p[2] = {{out_, POLLOUT, 0}, {input_closed_ ? -1 : in_, POLLIN, 0}};
-      ::poll(p, 2, 100);
+      pollfd p[3] = {{out_, POLLOUT, 0}, {input_closed_ ? -1 : in_, POLLIN, 0}, {sfd_, POLLIN, 0}};
+      ::poll(p, 3, 100);
       if (p[1].revents != 0) readInput();
+      // The lease and the signals hold here too: a controller that stops reading but keeps its
+      // pipe open (stopped, its host frozen) must not keep the agent waiting forever.
+      if (p[2].revents != 0) {
+        lost_why_ = "a signal while waiting to write";
+      } else if (std::chrono::steady_clock::now() - last_rx_ >
+                 std::chrono::milliseconds(lease_ms_)) {
+        lost_why_ = "lease expired while waiting to write (the controller stopped reading)";
+      }
+      if (!lost_why_.empty()) {
+        broken_out_ = true;
+        return;
+      }
       continue;
     }
     if (n <= 0) {
@@ -193,10 +207,19 @@ void Server::relay(const std::string& name, RoleState& st, int stream, bool drai
     if (b.size() == before) break;
   }
   for (;;) {
-    size_t cut = b.rfind('\n');
-    if (cut == std::string::npos || cut + 1 > kMaxOutputChunk) {
+    // Whole lines, up to kMaxOutputChunk bytes a frame; a longer line is cut, at a UTF-8
+    // character's boundary.
+    size_t cut = b.rfind('\n', kMaxOutputChunk - 1);
+    if (cut == std::string::npos) {
       if (b.size() < kMaxOutputChunk && open) break;
       cut = std::min(b.size(), kMaxOutputChunk) - 1;
+      // The next chunk starts at `next`: moved back over at most 3 continuation bytes.
+      auto continuation = [&](size_t i) {
+        return i < b.size() && (static_cast<unsigned char>(b[i]) & 0xC0) == 0x80;
+      };
+      size_t next = cut + 1;
+      while (next > 1 && cut + 1 - next < 3 && continuation(next)) --next;
+      if (!continuation(next)) cut = next - 1;
     }
     if (b.empty()) break;
     Output o{name, stream, b.substr(0, cut + 1)};
@@ -430,7 +453,8 @@ int Server::run() {
   sigemptyset(&mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  const int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  sfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  const int sfd = sfd_;
   // Whoever started the agent (the controller, sshd's session, srun) dying is a lost lease: the
   // agent is told by SIGTERM (handled below), never killed before it cleans up.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -514,7 +538,7 @@ int Server::run() {
       code = kServedLeaseLost;
     }
     if (code < 0 && broken_out_) {
-      ended = "the controller stopped reading";
+      ended = lost_why_.empty() ? "the controller stopped reading" : lost_why_;
       code = kServedLeaseLost;
     }
     if (code < 0 &&

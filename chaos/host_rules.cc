@@ -23,7 +23,7 @@ Status HostRules::addExempt() {
     for (const auto& chain : {in_chain_, out_chain_}) {
       for (const char* dir : {"--dport", "--sport"}) {
         MW_RETURN_IF_ERROR(
-            runProgram({"iptables", "-A", chain, "-p", "tcp", dir, ports, "-j", "ACCEPT"}));
+            runProgram({"iptables", "-w", "-A", chain, "-p", "tcp", dir, ports, "-j", "RETURN"}));
       }
     }
   }
@@ -32,15 +32,16 @@ Status HostRules::addExempt() {
 
 Status HostRules::ensureChains() {
   if (chains_) return Status::Ok();
+  // Set first: remove() then undoes whatever part of this was made, should a step fail.
+  chains_ = true;
   for (const auto& [chain, hook] :
        {std::pair{in_chain_, "INPUT"}, std::pair{out_chain_, "OUTPUT"}}) {
     // A chain left by an agent of the same pid that died: flushed and used again.
-    if (!runProgram({"iptables", "-N", chain}).ok()) {
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-F", chain}));
+    if (!runProgram({"iptables", "-w", "-N", chain}).ok()) {
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-F", chain}));
     }
-    MW_RETURN_IF_ERROR(runProgram({"iptables", "-I", hook, "1", "-j", chain}));
+    MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-I", hook, "1", "-j", chain}));
   }
-  chains_ = true;
   return addExempt();
 }
 
@@ -48,12 +49,13 @@ Status HostRules::cut(const std::vector<std::string>& peers, bool loud) {
   MW_RETURN_IF_ERROR(ensureChains());
   for (const auto& to : peers) {
     if (loud) {
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "-d", to, "-p", "tcp", "-j",
-                                     "REJECT", "--reject-with", "tcp-reset"}));
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-A", out_chain_, "-d", to, "-p", "tcp",
+                                     "-j", "REJECT", "--reject-with", "tcp-reset"}));
       ++rules_;
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "-d", to, "-j", "REJECT"}));
+      MW_RETURN_IF_ERROR(
+          runProgram({"iptables", "-w", "-A", out_chain_, "-d", to, "-j", "REJECT"}));
     } else {
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "-d", to, "-j", "DROP"}));
+      MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-A", out_chain_, "-d", to, "-j", "DROP"}));
     }
     ++rules_;
   }
@@ -64,11 +66,13 @@ Status HostRules::loss(double p) {
   MW_RETURN_IF_ERROR(ensureChains());
   char prob[32];
   std::snprintf(prob, sizeof(prob), "%.4f", p);
-  MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", in_chain_, "!", "-i", "lo", "-m", "statistic",
-                                 "--mode", "random", "--probability", prob, "-j", "DROP"}));
+  MW_RETURN_IF_ERROR(
+      runProgram({"iptables", "-w", "-A", in_chain_, "!", "-i", "lo", "-m", "statistic", "--mode",
+                  "random", "--probability", prob, "-j", "DROP"}));
   ++rules_;
-  MW_RETURN_IF_ERROR(runProgram({"iptables", "-A", out_chain_, "!", "-o", "lo", "-m", "statistic",
-                                 "--mode", "random", "--probability", prob, "-j", "DROP"}));
+  MW_RETURN_IF_ERROR(
+      runProgram({"iptables", "-w", "-A", out_chain_, "!", "-o", "lo", "-m", "statistic", "--mode",
+                  "random", "--probability", prob, "-j", "DROP"}));
   ++rules_;
   return Status::Ok();
 }
@@ -100,7 +104,8 @@ Status HostRules::heal() {
     if (first.ok() && !s.ok()) first = s;
   };
   if (chains_ && rules_ > 0) {
-    for (const auto& chain : {in_chain_, out_chain_}) keep(runProgram({"iptables", "-F", chain}));
+    for (const auto& chain : {in_chain_, out_chain_})
+      keep(runProgram({"iptables", "-w", "-F", chain}));
     rules_ = 0;
     keep(addExempt());
   }
@@ -117,9 +122,9 @@ Status HostRules::remove() {
   if (chains_) {
     for (const auto& [chain, hook] :
          {std::pair{in_chain_, "INPUT"}, std::pair{out_chain_, "OUTPUT"}}) {
-      keep(runProgram({"iptables", "-D", hook, "-j", chain}));
-      keep(runProgram({"iptables", "-F", chain}));
-      keep(runProgram({"iptables", "-X", chain}));
+      keep(runProgram({"iptables", "-w", "-D", hook, "-j", chain}));
+      keep(runProgram({"iptables", "-w", "-F", chain}));
+      keep(runProgram({"iptables", "-w", "-X", chain}));
     }
     chains_ = false;
   }

@@ -3,10 +3,11 @@
 //
 // Every rule goes into two chains of its own (MWCHAOS-IN-<pid>, MWCHAOS-OUT-<pid>), jumped to
 // first from INPUT and OUTPUT, so healing and cleaning up touch nothing else the host has. Each
-// chain starts with ACCEPT rules for the control plane's TCP ports (ssh, slurmctld, slurmd, srun:
+// chain starts with RETURN rules for the control plane's TCP ports (ssh, slurmctld, slurmd, srun:
 // the inventory's exempt ports), ahead of every fault rule: a fault never cuts the agent off from
-// its controller, nor a node from its scheduler. The chains are made at the first fault, so a run
-// without network faults needs no iptables.
+// its controller, nor a node from its scheduler, and the host's own rules still judge that
+// traffic (RETURN, not ACCEPT). iptables runs with -w (it waits for the xtables lock). The chains
+// are made at the first fault, so a run without network faults needs no iptables.
 //
 // Needs root (CAP_NET_ADMIN) and the iptables and tc programs. Thread rules: one thread at a time.
 #pragma once

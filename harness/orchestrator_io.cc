@@ -190,7 +190,9 @@ void Run::pump(int ms) {
   else
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   for (auto& [host, a] : agents_) {
-    if (a->alive() && !a->pump()) {
+    if (a->alive()) a->pump();
+    // Lost here or inside a request: the run ends as the harness's error, said once.
+    if (!a->alive() && lost_agents_.insert(host).second) {
       fail(Outcome::kHarnessError, "lost a host agent: " + a->error());
     }
   }

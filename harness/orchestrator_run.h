@@ -203,8 +203,9 @@ class Run {
   // worker's process is released before its agent goes.
   std::map<std::string, std::unique_ptr<agent::Connection>> agents_;
   std::map<std::string, Worker> workers_;
-  std::map<std::string, std::string> addresses_;             // host -> its data-plane address
-  std::map<std::string, std::string> worker_paths_;          // host -> mw_worker there
+  std::map<std::string, std::string> addresses_;     // host -> its data-plane address
+  std::set<std::string> lost_agents_;                // hosts whose agent was lost (said once)
+  std::map<std::string, std::string> worker_paths_;  // host -> mw_worker there
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
   std::map<std::string, EventKind> state_;                   // world/role -> last event kind
   std::map<std::string, double> last_bytes_;                 // world/role -> last window's bytes

@@ -46,7 +46,7 @@ struct Hello {
   int version = kProtocolVersion;
   std::string build;
   int lease_ms = harness::kDefaultLeaseMs;  // 50..600000
-  std::vector<PortRange> exempt;  // control-plane ports: ACCEPT rules ahead of every fault rule
+  std::vector<PortRange> exempt;  // control-plane ports: RETURN rules ahead of every fault rule
 };
 // Renews the lease; never answered.
 struct Ping {};

@@ -101,7 +101,7 @@ std::vector<std::string> inventoryProblems(const Inventory& inv);
 
 // The ports no fault may cut, sorted and merged: the launcher's own (ssh: ssh.port; slurm:
 // slurmctld_port, slurmd_port and srun_ports when known; local and netns: none) and
-// inv.exempt_ports. The agent puts an ACCEPT rule for each (as source or destination port) ahead
+// inv.exempt_ports. The agent puts a RETURN rule for each (as source or destination port) ahead
 // of every fault rule. Pure.
 std::vector<PortRange> exemptPorts(const Inventory& inv);
 

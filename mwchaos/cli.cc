@@ -26,6 +26,9 @@ commands:
   validate PATH...    load and check scenarios without running them
   list                the scenario API: worlds, roles, traffic patterns, faults, expectations
   report REPORT.json  re-evaluate a saved report's expectations and write its reports again
+  hosts check --hosts FILE
+                      start the agent of every host the inventory names and report, per host:
+                      reachable, build, root and tools, GPUs, clock offset, one fault's time
 
 options:
   -o, --out DIR       where reports go, one folder per scenario (default: mwchaos-out; for
@@ -212,11 +215,21 @@ int parseCli(int argc, char** argv, Cli& cli) {
       cli.paths.push_back(a);
     }
   }
-  if (cli.command.empty()) return usageError("no command given (run, validate, list, report)");
-  static const std::set<std::string> commands = {"run", "validate", "list", "report"};
+  if (cli.command.empty()) {
+    return usageError("no command given (run, validate, list, report, hosts check)");
+  }
+  static const std::set<std::string> commands = {"run", "validate", "list", "report", "hosts"};
   if (!commands.count(cli.command)) return usageError("unknown command '" + cli.command + "'");
-  if (!cli.hosts.empty() && cli.command != "run" && cli.command != "validate") {
-    return usageError("--hosts is for run and validate, not " + cli.command);
+  if (!cli.hosts.empty() && cli.command != "run" && cli.command != "validate" &&
+      cli.command != "hosts") {
+    return usageError("--hosts is for run, validate and hosts check, not " + cli.command);
+  }
+  if (cli.command == "hosts") {
+    if (cli.paths.size() != 1 || cli.paths[0] != "check") {
+      return usageError("hosts takes one subcommand: hosts check --hosts FILE");
+    }
+    if (cli.hosts.empty()) return usageError("hosts check needs --hosts FILE (docs/hosts.md)");
+    return -1;
   }
   if (cli.command != "list" && cli.paths.empty()) {
     return usageError(cli.command + " needs " +

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "agent/server.h"
+#include "harness/hosts_check.h"
 #include "harness/inventory_loader.h"
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
@@ -223,6 +224,16 @@ int loadHosts(const Cli& cli, const std::vector<std::pair<std::string, LoadedSce
   }
   *inventory = std::move(r.inventory);
   return rc;
+}
+
+// `mwchaos hosts check --hosts FILE`.
+int hostsCheck(const Cli& cli) {
+  InventoryLoad r = loadInventory(cli.hosts, cli.load.lua, InventoryEnv::fromProcess());
+  if (!r.inventory) {
+    printErrors(r.errors);
+    return interrupted.load() ? kExitInterrupted : kExitUsage;
+  }
+  return checkHosts(*r.inventory, selfPath(argv0_), stdout);
 }
 
 int validate(const Cli& cli) {
@@ -459,6 +470,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (cli.command == "validate") return validate(cli);
+    if (cli.command == "hosts") return hostsCheck(cli);
     if (cli.command == "report") return report(cli);
     return run(cli);
   } catch (const std::exception& e) {  // never an abort: a gate reads the exit code

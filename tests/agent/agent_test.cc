@@ -260,7 +260,7 @@ TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
   const std::string during = outputOf({chaos::whichProgram("iptables"), "-S"}, ns);
   CHECK(during.find("-d " + (*net)->address("a2") + "/32 -j DROP") != std::string::npos);
   // The exempt port is accepted ahead of the fault rule.
-  CHECK(during.find("--dport 2222 -j ACCEPT") < during.find("-j DROP"));
+  CHECK(during.find("--dport 2222 -j RETURN") < during.find("-j DROP"));
   CHECK(outputOf({chaos::whichProgram("tc"), "qdisc", "show", "dev", "eth0"}, ns).find("tbf") !=
         std::string::npos);
   a.waitExit(5s);
@@ -309,4 +309,22 @@ TEST_CASE("an agent whose clock runs 2 s ahead has its times placed on the contr
   // Seen after it happened, by at most the pump's period and a pipe's delay (generous under load).
   CHECK((*p)->exitNs() <= seen + o.uncertainty_ns);
   CHECK(seen - (*p)->exitNs() < 500'000'000);
+}
+
+TEST_CASE("an agent whose controller stops reading still ends at its lease", "[agent]") {
+  // The role writes without end; the controller never reads again and never writes: the agent's
+  // writes wait, and its lease must end there too.
+  RawAgent a;
+  a.hello(500);
+  a.next<agent::HelloReply>();
+  agent::Spawn s;
+  s.role = "chatty";
+  s.argv = {"/usr/bin/yes", "a line the controller never reads"};
+  a.send(s, 2);
+  const auto pid = static_cast<pid_t>(std::get<agent::Reply>(a.next<agent::Reply>().msg).pid);
+  REQUIRE(pid > 0);
+  const std::string err = a.waitExit(10s);
+  CHECK(a.p->exitCode() == agent::kServedLeaseLost);
+  CHECK(err.find("lease expired while waiting to write") != std::string::npos);
+  CHECK_FALSE(alive(pid));
 }

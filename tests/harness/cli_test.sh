@@ -89,7 +89,15 @@ expect_out "--hosts, host not bound" "^$partition: the scenario's host h2 is not
 printf 'return { launcher = "ssh", hosts = { h0 = "n0", h1 = "n1", h2 = "n2" } }\n' >"$work/hosts.lua"
 expect_rc 0 "--hosts, every host bound" "$mwchaos" validate --hosts "$work/hosts.lua" "$partition"
 expect_rc 2 "--hosts for report" "$mwchaos" report --hosts "$work/hosts.lua" x.json
-expect_out "--hosts for report" "--hosts is for run and validate, not report"
+expect_out "--hosts for report" "--hosts is for run, validate and hosts check, not report"
+expect_rc 2 "hosts check without --hosts" "$mwchaos" hosts check
+expect_out "hosts check without --hosts" "hosts check needs --hosts FILE"
+expect_rc 2 "hosts without check" "$mwchaos" hosts --hosts "$work/hosts.lua"
+expect_out "hosts without check" "hosts takes one subcommand: hosts check --hosts FILE"
+expect_rc 2 "hosts check, a bad inventory" "$mwchaos" hosts check --hosts "$work/nonexistent.lua"
+printf 'return { launcher = "netns" }\n' >"$work/netns.lua"
+expect_rc 0 "hosts check of this machine" "$mwchaos" hosts check --hosts "$work/netns.lua"
+expect_out "hosts check of this machine" "one fault: median [0-9.]+ ms"
 expect_rc 0 "list" "$mwchaos" list
 expect_out "list" "pause\(role\)"
 expect_out "list" "gather_to_leader"

@@ -61,6 +61,26 @@ return {
 }
 EOF
 
+# 0. mwchaos hosts check: every host reachable, as root with the tools, its clock and one fault's
+#    time; a host with no sshd is named unreachable (exit 1).
+rc=0
+"$mwchaos" hosts check --hosts "$work/ssh.lua" >"$work/check.log" 2>&1 || rc=$?
+cat "$work/check.log"
+[[ $rc == 0 ]] || fail "hosts check: exit $rc, expected 0"
+for h in h0 h1 h2; do
+  grep -q "^$h (ssh):" "$work/check.log" || fail "hosts check does not name $h"
+done
+[[ $(grep -c "^  reachable: node h[123], agent pid [0-9]*, protocol 1, build " "$work/check.log") == 3 ]] ||
+  fail "hosts check: not every host reachable with its node, pid, protocol and build"
+[[ $(grep -c "^  root: yes; iptables /" "$work/check.log") == 3 ]] || fail "hosts check: root and tools"
+[[ $(grep -c "^  one fault: median " "$work/check.log") == 3 ]] || fail "hosts check: one fault's time"
+sed "s/h2 = \"$MWH_H3_ADDR\"/h2 = \"$MWH_SUBNET.99\"/" "$work/ssh.lua" >"$work/ssh_missing.lua"
+rc=0
+"$mwchaos" hosts check --hosts "$work/ssh_missing.lua" >"$work/check_missing.log" 2>&1 || rc=$?
+[[ $rc == 1 ]] || fail "hosts check with a host that has no sshd: exit $rc, expected 1"
+grep -q "^  unreachable: .*host 'h2' (launcher ssh)" "$work/check_missing.log" ||
+  fail "hosts check does not say h2 is unreachable: $(cat "$work/check_missing.log")"
+
 # 1. Scenarios over ssh.
 scenarios=("$src"/scenarios/net_*.lua "$here"/scenarios/*.lua)
 rc=0
