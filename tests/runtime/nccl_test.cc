@@ -1,5 +1,6 @@
 // NCCL worlds. The first cases run everywhere (a GPU world where none can run fails clearly);
-// the [gpu] cases need a GPU and exit with code 77 (ctest: skipped) saying why when there is none.
+// the [gpu] cases need a GPU and exit with code 77 (ctest: skipped) saying why when there is none,
+// and the [gpu2] case needs two (.ci/quickstart gpu runs it where there are two).
 // The same cases run twice: nccl_test on the machine's CUDA and NCCL, and nccl_sim_test on the
 // simulated GPU of sim_cuda.cc (two devices, one-rank NCCL), which every machine has.
 #include <cuda_runtime.h>
@@ -236,6 +237,9 @@ TEST_CASE("removing an nccl world with operations in flight never hangs", "[nccl
   }
 }
 
+// The aborts this process started have all returned (they run on threads of their own).
+void settleAborts() { REQUIRE(mw::detail::waitForNcclAborts(mw::deadlineIn(scaled(10000)))); }
+
 TEST_CASE("100 create/remove cycles keep GPU memory and descriptors flat", "[nccl][gpu]") {
   requireGpu();
   mw::WorldManager m;
@@ -247,10 +251,14 @@ TEST_CASE("100 create/remove cycles keep GPU memory and descriptors flat", "[ncc
     REQUIRE(m.removeWorld("cycled").ok());
   };
   for (int i = 0; i < 3; ++i) cycle();  // warm-up: CUDA and NCCL set themselves up once
+  // A removed world's communicator is aborted on a thread of its own (removal takes
+  // milliseconds): memory and descriptors are counted once those aborts have returned.
+  settleAborts();
   size_t free0 = 0, total = 0;
   REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
   int fds0 = mw::test::openFds();
   for (int i = 0; i < 100; ++i) cycle();
+  settleAborts();
   size_t free1 = 0;
   REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
   INFO("free before " << free0 << ", after " << free1);
@@ -346,7 +354,7 @@ TEST_CASE(
 TEST_CASE(
     "a stream of another device fails the operation, not the world, and the caller's device "
     "is left as it was",
-    "[nccl][gpu]") {
+    "[nccl][gpu2]") {
   requireGpu();
   int count = 0;
   REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
@@ -416,9 +424,6 @@ mw::Work heldBehind(Gate& gate, cudaStream_t mine, mw::Communicator& c, const st
   mw::CudaStreamScope scope(mine);
   return c.allReduce(world, t);
 }
-
-// The aborts this process started have all returned (they run on threads of their own).
-void settleAborts() { REQUIRE(mw::detail::waitForNcclAborts(mw::deadlineIn(scaled(10000)))); }
 
 mw::WorldOptions ncclMember(const std::string& name, int rank, int size) {
   mw::WorldOptions o = ncclWorld(name);
@@ -583,18 +588,26 @@ TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[ncc
     CHECK(s.message().find("did not all initialize NCCL") != std::string::npos);
   };
   // The backend's own helper threads (mw-nccl-init, mw-nccl-abort) end just after their aborts
-  // returned: counts are taken once none is left.
+  // returned. Their names cannot tell them from NCCL's threads, which keep the name of the thread
+  // that started them (mw-nccl-init): the runtime's counts can.
   auto helpersGone = [] {
     for (auto until = mw::deadlineIn(scaled(5000)); mw::Clock::now() < until;) {
-      auto names = mw::test::threadNames();
-      if (std::none_of(names.begin(), names.end(), [](const std::string& n) {
-            return n == "mw-nccl-init" || n == "mw-nccl-abort";
-          })) {
+      if (mw::detail::ncclInitThreadsRunning() == 0 && mw::detail::ncclAbortsInFlight() == 0) {
         return true;
       }
       std::this_thread::sleep_for(10ms);
     }
     return false;
+  };
+  // A helper that has returned may still be leaving the kernel's thread list: counts are read
+  // once they are within `bound` of the start, or after 5 s.
+  auto settledCount = [](auto count, int bound) {
+    int n = count();
+    for (auto until = mw::deadlineIn(scaled(5000)); n > bound && mw::Clock::now() < until;) {
+      std::this_thread::sleep_for(10ms);
+      n = count();
+    }
+    return n;
   };
   fail();  // warm-up: CUDA and NCCL set themselves up once
   settleAborts();
@@ -607,20 +620,27 @@ TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[ncc
   for (int i = 0; i < kInits; ++i) fail();
   settleAborts();
   REQUIRE(helpersGone());
-  const int threads = mw::test::threadCount() - threads0, fds = mw::test::openFds() - fds0;
+#ifdef MW_SIM_DEVICE
+  const int leaks = mwSimBootstrapLeaks() - leaks0;
+  const int thread_bound = leaks, fd_bound = 2 * leaks;
+#else
+  const int thread_bound = kInits, fd_bound = 3 * kInits;
+#endif
+  const int threads = settledCount(mw::test::threadCount, threads0 + thread_bound) - threads0;
+  const int fds = settledCount(mw::test::openFds, fds0 + fd_bound) - fds0;
   INFO("after " << kInits << " failed inits: " << threads << " more threads, " << fds
                 << " more descriptors");
 #ifdef MW_SIM_DEVICE
   // The simulated NCCL leaves, as NCCL 2.28.9 does, rank 0's bootstrap thread and its socket
   // behind when a member never joins (here one thread and a socket pair per init): nothing more.
-  const int leaks = mwSimBootstrapLeaks() - leaks0;
   CHECK(leaks == kInits);
   CHECK(threads == leaks);
   CHECK(fds == 2 * leaks);
 #else
-  // NCCL's own leak (docs/design.md): at most its bootstrap thread and a socket per failed init.
+  // NCCL's own leak (docs/design.md): at most its bootstrap thread and three descriptors per
+  // failed init (exactly that with NCCL 2.28.9 on an H200: 20 threads and 60 descriptors).
   CHECK(threads <= kInits);
-  CHECK(fds <= 2 * kInits);
+  CHECK(fds <= 3 * kInits);
 #endif
 }
 

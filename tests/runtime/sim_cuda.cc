@@ -836,13 +836,17 @@ void abortAll(const std::vector<std::shared_ptr<Comm>>& batch) {
 }
 
 // NCCL's bootstrap thread of rank 0, left behind when a member never joins: it holds a socket
-// until the process ends.
+// until the process ends. NCCL names its threads only when NCCL_SET_THREAD_NAME=1 (default 0):
+// otherwise, as seen with NCCL 2.28.9 on an H200, the thread keeps the name of the thread that
+// called the init (the runtime's mw-nccl-init).
 void leakBootstrapThread() {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
   comms().bootstrap_leaks.fetch_add(1);
-  std::thread([fds] {
-    pthread_setname_np(pthread_self(), "BootstrapR");
+  const char* named = std::getenv("NCCL_SET_THREAD_NAME");
+  const bool set_name = named != nullptr && std::string(named) == "1";
+  std::thread([fds, set_name] {
+    if (set_name) pthread_setname_np(pthread_self(), "NCCL BootstrapR");
     char byte;
     while (::read(fds[0], &byte, 1) != 0) {
     }

@@ -46,4 +46,9 @@ bool waitForNcclAborts(Deadline deadline);
 // The communicator aborts started and not yet returned in this process. Thread-safe.
 int ncclAbortsInFlight();
 
+// The initializing threads (mw-nccl-init) of this process that have not yet returned. NCCL's own
+// threads started from one keep its name (NCCL names threads only with NCCL_SET_THREAD_NAME=1),
+// so a thread's name cannot tell them apart: this count can. Thread-safe.
+int ncclInitThreadsRunning();
+
 }  // namespace mw::detail

@@ -1,5 +1,6 @@
 // An NCCL world's creation: the device check, the communicator's initialization (in a thread of
 // its own, cancellable) and the world's stream and barrier memory.
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -153,6 +154,12 @@ Status checkCudaDevice(int index) {
   return Status::Ok();
 }
 
+namespace {
+std::atomic<int> init_threads_running{0};
+}  // namespace
+
+int ncclInitThreadsRunning() { return init_threads_running.load(); }
+
 Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, StoreClient& store,
                                                    BackendErrorHandler on_error,
                                                    Deadline deadline) {
@@ -169,28 +176,37 @@ Result<std::shared_ptr<Backend>> createNcclBackend(const NcclConfig& config, Sto
   };
   auto handover = std::make_shared<Handover>();
   const int cancel_fd = store::currentCancelFd();
-  std::thread initializer(
-      [handover, config, &store, on_error = std::move(on_error), deadline, cancel_fd]() mutable {
-        nameThisThread("mw-nccl-init");
-        ncclComm_t unused = nullptr;
-        Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
-        {
-          store::CancelScope cancellable(cancel_fd);
-          r = init(config, store, std::move(on_error), deadline, &unused);
-        }
-        AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
-        {
-          MutexLock lock(handover->mu);
-          handover->result = std::move(r);
-        }
-        handover->cv.notify_all();
-        if (unused != nullptr) ncclApi().ncclCommAbort(unused);
-        {
-          MutexLock lock(handover->mu);
-          handover->ended = true;
-        }
-        handover->cv.notify_all();
-      });
+  init_threads_running.fetch_add(1);  // given back by the thread's last step
+  auto run = [handover, config, &store, on_error = std::move(on_error), deadline,
+              cancel_fd]() mutable {
+    nameThisThread("mw-nccl-init");
+    ncclComm_t unused = nullptr;
+    Result<std::shared_ptr<Backend>> r = Status(Code::kAborted, "not run");
+    {
+      store::CancelScope cancellable(cancel_fd);
+      r = init(config, store, std::move(on_error), deadline, &unused);
+    }
+    AbortCounted counted(unused != nullptr);  // waitForNcclAborts sees it from here on
+    {
+      MutexLock lock(handover->mu);
+      handover->result = std::move(r);
+    }
+    handover->cv.notify_all();
+    if (unused != nullptr) ncclApi().ncclCommAbort(unused);
+    {
+      MutexLock lock(handover->mu);
+      handover->ended = true;
+    }
+    handover->cv.notify_all();
+    init_threads_running.fetch_sub(1);
+  };
+  std::thread initializer;
+  try {
+    initializer = std::thread(std::move(run));
+  } catch (...) {
+    init_threads_running.fetch_sub(1);
+    throw;
+  }
   MutexLock lock(handover->mu);
   handover->cv.wait(lock.native(),
                     [&]() MW_REQUIRES(handover->mu) { return handover->result.has_value(); });

@@ -25,6 +25,8 @@ bool waitForNcclAborts(Deadline) { return true; }
 
 int ncclAbortsInFlight() { return 0; }
 
+int ncclInitThreadsRunning() { return 0; }
+
 }  // namespace mw::detail
 
 // multiworld/gpu.h without the NCCL backend: no GPU can be used, and no buffer ever holds memory.
