@@ -8,6 +8,8 @@
 
 namespace mw::chaos {
 
+using namespace std::chrono_literals;
+
 HostRules::HostRules(std::vector<std::pair<int, int>> exempt, std::string default_dev)
     : exempt_(std::move(exempt)),
       default_dev_(std::move(default_dev)),
@@ -77,7 +79,49 @@ Status HostRules::loss(double p) {
   return Status::Ok();
 }
 
+namespace {
+
+// The kind of `dev`'s root qdisc ("noqueue", "htb"), from `tc qdisc show dev DEV root`.
+Result<std::string> rootQdisc(const std::string& dev) {
+  std::string out;
+  MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "show", "dev", dev, "root"}, 10s, &out));
+  // "qdisc noqueue 0: root refcnt 2" (or, with no root line, the kernel's default: nothing).
+  const size_t at = out.find("qdisc ");
+  if (at == std::string::npos) return std::string();
+  const size_t from = at + 6, end = out.find(' ', from);
+  return out.substr(from, end == std::string::npos ? std::string::npos : end - from);
+}
+
+// Whether `kind` is what the kernel gives a device nobody configured: a heal (tc qdisc del root)
+// puts it back as it was.
+bool kernelDefault(const std::string& kind) {
+  if (kind.empty() || kind == "noqueue" || kind == "pfifo_fast" || kind == "mq") return true;
+  char configured[64] = {};
+  if (FILE* f = std::fopen("/proc/sys/net/core/default_qdisc", "r")) {
+    if (std::fgets(configured, sizeof configured, f) == nullptr) configured[0] = '\0';
+    std::fclose(f);
+  }
+  std::string d = configured;
+  while (!d.empty() && (d.back() == '\n' || d.back() == ' ')) d.pop_back();
+  return kind == d || kind == "fq_codel";
+}
+
+}  // namespace
+
+Status HostRules::checkShapeable(const std::string& d) const {
+  if (shaped_.count(d) != 0) return Status::Ok();  // ours already: replaced again, deleted at heal
+  auto kind = rootQdisc(d);
+  if (!kind.ok()) return kind.status();
+  if (kernelDefault(*kind)) return Status::Ok();
+  return Status(Code::kUnavailable,
+                "device " + d + " has a root qdisc of its own (" + *kind +
+                    "): bandwidth and delay faults replace the root qdisc and could not put it "
+                    "back, so they are refused there (name another device, hosts.NAME.dev, or "
+                    "remove that qdisc)");
+}
+
 Status HostRules::bandwidth(const std::string& d, const std::string& rate) {
+  MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
   MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "tbf", "rate",
                                  rate, "burst", "64kb", "latency", "400ms"}));
   shaped_.insert(dev(d));
@@ -85,6 +129,7 @@ Status HostRules::bandwidth(const std::string& d, const std::string& rate) {
 }
 
 Status HostRules::delay(const std::string& d, int ms, int jitter_ms) {
+  MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
   Status s = runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "netem", "delay",
                          std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
   if (!s.ok() && (s.message().find("netem") != std::string::npos ||

@@ -35,9 +35,12 @@ class HostRules {
   Status cut(const std::vector<std::string>& peers, bool loud);
   // Drops each packet in and out (loopback excepted) with probability `p` (iptables statistic).
   Status loss(double p);
-  // Caps what `dev` sends to `rate` ("10mbit"; tc tbf).
+  // Caps what `dev` sends to `rate` ("10mbit"; tc tbf). kUnavailable, changing nothing, when
+  // `dev` has a root qdisc someone configured (not the kernel's default): it replaces the root
+  // qdisc, and heal() could only put the default back.
   Status bandwidth(const std::string& dev, const std::string& rate);
-  // Delays what `dev` sends (tc netem). kUnavailable where the kernel has no netem.
+  // Delays what `dev` sends (tc netem). kUnavailable where the kernel has no netem, and as
+  // bandwidth() on a device with a root qdisc of its own.
   Status delay(const std::string& dev, int ms, int jitter_ms);
   // Removes every fault rule and qdisc made (the exempt rules stay): the network is whole again.
   Status heal();
@@ -50,6 +53,7 @@ class HostRules {
  private:
   Status ensureChains();
   Status addExempt();
+  Status checkShapeable(const std::string& dev) const;
   std::string dev(const std::string& d) const { return d.empty() ? default_dev_ : d; }
 
   std::vector<std::pair<int, int>> exempt_;

@@ -295,7 +295,8 @@ std::string whichProgram(const std::string& prog) {
   return "";
 }
 
-Status runProgram(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
+Status runProgram(const std::vector<std::string>& argv, std::chrono::milliseconds limit,
+                  std::string* stdout_text) {
   if (argv.empty()) return Status(Code::kInvalidArgument, "runProgram: empty argv");
   std::string text;
   for (const auto& a : argv) text += (text.empty() ? "" : " ") + a;
@@ -320,6 +321,8 @@ Status runProgram(const std::vector<std::string>& argv, std::chrono::millisecond
                   "'" + text + "' did not finish in " + std::to_string(limit.count()) + " ms");
   }
   (*p)->readStderr(&err);
+  (*p)->readStdout(&out);
+  if (stdout_text != nullptr) *stdout_text = std::move(out);
   if ((*p)->exitCode() != 0) {
     while (!err.empty() && err.back() == '\n') err.pop_back();
     return Status(Code::kIoError, "'" + text + "' failed (" + (*p)->exitText() + "): " + err);

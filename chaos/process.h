@@ -108,9 +108,10 @@ std::string whichProgram(const std::string& prog);
 // Runs `argv` (argv[0] a program name, looked up with whichProgram, or a path) to completion, for
 // at most `limit`. OK when it exits 0; kIoError naming the command, how it ended and its stderr
 // otherwise; kTimeout (after killing it) when it runs past `limit`; kUnavailable when the program
-// is not installed.
+// is not installed. Its standard output goes to `out` when given.
 Status runProgram(const std::vector<std::string>& argv,
-                  std::chrono::milliseconds limit = std::chrono::seconds(10));
+                  std::chrono::milliseconds limit = std::chrono::seconds(10),
+                  std::string* out = nullptr);
 
 // The processes of process group `pgid` that are still alive (for orphan checks).
 int aliveInGroup(pid_t pgid);

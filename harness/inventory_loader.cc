@@ -181,10 +181,11 @@ class InventoryReader {
         string_hosts_.push_back(name);
         if (auto t = str(&spec, path)) h.target = *t;
       } else if (spec.t == LV::T::kTable) {
-        onlyFields(spec, path, {"target", "address", "dev"});
+        onlyFields(spec, path, {"target", "address", "dev", "wrap"});
         h.target = str(spec.get("target"), path + ".target").value_or("");
         h.address = str(spec.get("address"), path + ".address").value_or("");
         h.dev = str(spec.get("dev"), path + ".dev").value_or("");
+        h.wrap = words(spec.get("wrap"), path + ".wrap");
       } else {
         problem(path +
                 ": expected a target like \"node7\" or a table { target = \"node7\", "
@@ -256,6 +257,21 @@ class InventoryReader {
       return;
     }
     inv.slurm.allocation.nodes = std::move(nodes.value());
+  }
+
+  // A list of strings ({ "unshare", "--time" }); {} when absent.
+  std::vector<std::string> words(const LV* v, const std::string& path) {
+    std::vector<std::string> out;
+    if (v == nullptr) return out;
+    if (v->t != LV::T::kTable || !v->fields.empty()) {
+      problem(path + ": expected a list of words like { \"unshare\", \"--time\" }, got " +
+              v->show());
+      return out;
+    }
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      if (auto w = str(&v->items[i], path + "[" + std::to_string(i + 1) + "]")) out.push_back(*w);
+    }
+    return out;
   }
 
   void exemptPorts(const LV* v, Inventory& inv) {

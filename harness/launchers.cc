@@ -10,7 +10,9 @@ std::vector<std::string> sshArgv(const Inventory& inv, const InventoryHost& h) {
   if (!inv.ssh.identity.empty()) argv.insert(argv.end(), {"-i", inv.ssh.identity});
   if (!inv.ssh.user.empty()) argv.insert(argv.end(), {"-l", inv.ssh.user});
   for (const auto& o : inv.ssh.options) argv.insert(argv.end(), {"-o", o});
-  argv.insert(argv.end(), {h.target, inv.agent, "agent", "--stdio"});
+  argv.push_back(h.target);
+  argv.insert(argv.end(), h.wrap.begin(), h.wrap.end());
+  argv.insert(argv.end(), {inv.agent, "agent", "--stdio"});
   if (!h.dev.empty()) argv.insert(argv.end(), {"--dev", h.dev});
   return argv;
 }
@@ -20,6 +22,7 @@ std::vector<std::string> srunArgv(const Inventory& inv, const InventoryHost& h) 
   if (!inv.slurm.allocation.job_id.empty()) {
     argv.push_back("--jobid=" + inv.slurm.allocation.job_id);
   }
+  argv.insert(argv.end(), h.wrap.begin(), h.wrap.end());
   argv.insert(argv.end(), {inv.agent, "agent", "--stdio"});
   if (!h.dev.empty()) argv.insert(argv.end(), {"--dev", h.dev});
   return argv;

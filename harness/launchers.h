@@ -30,9 +30,9 @@ struct HostLaunch {
 };
 
 // The ssh command that starts the agent on `h` (user, port, identity and -o options from the
-// inventory; BatchMode, so a missing key fails instead of asking).
+// inventory; BatchMode, so a missing key fails instead of asking), the agent under h.wrap.
 std::vector<std::string> sshArgv(const Inventory& inv, const InventoryHost& h);
-// The srun step that starts the agent on node `h.target` of the allocation.
+// The srun step that starts the agent on node `h.target` of the allocation, under h.wrap.
 std::vector<std::string> srunArgv(const Inventory& inv, const InventoryHost& h);
 
 // The mw_worker program beside `agent` (a path), or "mw_worker" on PATH when `agent` is a name.

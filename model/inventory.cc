@@ -133,6 +133,14 @@ void hostProblems(const Inventory& inv, std::vector<std::string>* out) {
                        "'s too: each logical host needs an address of its own");
       }
     }
+    for (size_t i = 0; i < h.wrap.size(); ++i) {
+      const std::string& w = h.wrap[i];
+      if (w.empty() || !onlyChars(w, "_./+@%:=,~-") || (i == 0 && w[0] == '-')) {
+        out->push_back(path + ".wrap[" + std::to_string(i + 1) + "]: " + quoted(w) +
+                       " is no plain word (letters, digits and _ . / + @ % : = , ~ - only; the "
+                       "first a program, not an option)");
+      }
+    }
     if (!h.dev.empty() && (h.dev.size() > 15 || !onlyChars(h.dev, "_.-") || h.dev == "." ||
                            h.dev == ".." || h.dev[0] == '-')) {
       out->push_back(path + ".dev: " + quoted(h.dev) +

@@ -31,6 +31,11 @@ struct InventoryHost {
   std::string target;   // ssh: "node7" or "user@10.0.0.5"; slurm: the node; local/netns: ""
   std::string address;  // the address its peers reach it by (data plane); "": resolve target
   std::string dev;      // the interface tc faults shape; "": the agent finds it by route
+  // Words the host's agent is started under, run there before the agent's own ("unshare",
+  // "--time", "--monotonic", "2": its monotonic clock 2 s ahead; "taskset", "-c", "0"). Each word
+  // is passed as it is, through the remote shell ssh runs: letters, digits and _ . / + @ % : = , ~
+  // - only, and the first no option.
+  std::vector<std::string> wrap;
 };
 
 // A port or an inclusive range of ports; first == last for one port.

@@ -116,6 +116,14 @@ std::string outputOf(const std::vector<std::string>& argv, const std::string& ne
   return out;
 }
 
+// Exits with ctest's skip code, saying why, where simulated hosts cannot be made (not root).
+void requireSimNet() {
+  if (chaos::SimNet::available().ok()) return;
+  std::fprintf(stderr, "SKIPPED: %s\n", chaos::SimNet::available().message().c_str());
+  std::fflush(stderr);
+  std::_Exit(77);
+}
+
 }  // namespace
 
 TEST_CASE("an agent runs a role and relays its output and its exit", "[agent]") {
@@ -231,11 +239,7 @@ TEST_CASE("an agent answers a request before hello with an error and a bad frame
 }
 
 TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
-  if (!chaos::SimNet::available().ok()) {
-    std::fprintf(stderr, "SKIPPED: %s\n", chaos::SimNet::available().message().c_str());
-    std::fflush(stderr);
-    std::_Exit(77);
-  }
+  requireSimNet();
   auto net = chaos::SimNet::create({"a1", "a2"});
   REQUIRE(net.ok());
   const std::string ns = (*net)->netns("a1");
@@ -267,6 +271,42 @@ TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
   CHECK(a.p->exitCode() == agent::kServedLeaseLost);
   CHECK(outputOf({chaos::whichProgram("iptables"), "-S"}, ns) == before);
   CHECK(outputOf({chaos::whichProgram("tc"), "qdisc", "show", "dev", "eth0"}, ns).find("tbf") ==
+        std::string::npos);
+}
+
+TEST_CASE("an agent refuses to replace a root qdisc someone configured, and leaves it",
+          "[agent][net]") {
+  requireSimNet();
+  auto net = chaos::SimNet::create({"q1", "q2"});
+  REQUIRE(net.ok());
+  const std::string ns = (*net)->netns("q1");
+  const std::string tc = chaos::whichProgram("tc");
+  auto p = chaos::Process::spawn(
+      {tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"}, ns);
+  REQUIRE(p.ok());
+  REQUIRE((*p)->waitUntil(deadlineIn(10s)));
+  REQUIRE((*p)->exitCode() == 0);
+  RawAgent a(ns);
+  a.hello(400);
+  a.next<agent::HelloReply>();
+  agent::Net bw;
+  bw.op = "bandwidth";
+  bw.rate = "10mbit";
+  a.send(bw, 2);
+  const auto r = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  CHECK(r.code == Code::kUnavailable);
+  INFO(r.why);
+  CHECK(r.why.find("device eth0 has a root qdisc of its own (htb)") != std::string::npos);
+  agent::Net delay;
+  delay.op = "delay";
+  delay.delay_ms = 5;
+  a.send(delay, 3);
+  CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kUnavailable);
+  CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=
+        std::string::npos);
+  a.waitExit(5s);
+  CHECK(a.p->exitCode() == agent::kServedLeaseLost);
+  CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=
         std::string::npos);
 }
 

@@ -57,7 +57,8 @@ using Errors = std::vector<std::string>;
 TEST_CASE("an ssh inventory gives every field", "[harness][inventory]") {
   Inventory inv = load(R"(return {
     launcher = "ssh",
-    hosts = { h1 = "node7", h2 = { target = "node8", address = "10.0.0.8", dev = "eth1" } },
+    hosts = { h1 = "node7", h2 = { target = "node8", address = "10.0.0.8", dev = "eth1",
+                                   wrap = { "unshare", "--time", "--monotonic", "2" } } },
     ssh = { user = "me", port = 2222, identity = "~/.ssh/id_ed25519",
             options = { StrictHostKeyChecking = "no", ConnectTimeout = 5 } },
     agent = "/opt/multiworld/bin/mwchaos",
@@ -72,6 +73,8 @@ TEST_CASE("an ssh inventory gives every field", "[harness][inventory]") {
   CHECK(inv.hosts[1].target == "node8");
   CHECK(inv.hosts[1].address == "10.0.0.8");
   CHECK(inv.hosts[1].dev == "eth1");
+  CHECK(inv.hosts[0].wrap.empty());
+  CHECK(inv.hosts[1].wrap == std::vector<std::string>{"unshare", "--time", "--monotonic", "2"});
   CHECK(inv.ssh.user == "me");
   CHECK(inv.ssh.port == 2222);
   CHECK(inv.ssh.identity == "~/.ssh/id_ed25519");
@@ -164,7 +167,13 @@ TEST_CASE("hosts of the wrong shape are refused at their line", "[harness][inven
   CHECK(errorsOf("return {\n launcher = 'ssh',\n hosts = {\n  h1 = { target = 'a' },\n"
                  "  h2 = { adress = 'x', target = 'b' } } }") ==
         Errors{"F:5: hosts.h2.adress: unknown field; did you mean 'address'? (expected one of: "
-               "target, address, dev)"});
+               "target, address, dev, wrap)"});
+  CHECK(
+      errorsOf("return {\n launcher = 'ssh',\n hosts = {\n  h1 = { target = 'a', wrap = 'nice' },\n"
+               "  h2 = { target = 'b', wrap = { 'nice', 5 } } } }") ==
+      Errors{"F:4: hosts.h1.wrap: expected a list of words like { \"unshare\", \"--time\" }, got "
+             "\"nice\"",
+             "F:5: hosts.h2.wrap[2]: expected a string, got 5"});
   CHECK(errorsOf("return { launcher = 'ssh', hosts = { 'node1', 'node2' } }") ==
         Errors{"F:1: hosts: expected named hosts like { h1 = \"node7\", h2 = { target = "
                "\"node8\" } }, not a list"});

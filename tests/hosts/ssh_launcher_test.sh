@@ -6,6 +6,8 @@
 #
 # 1. The network scenarios of the library and a kill, a pause and a restart on remote hosts
 #    (tests/hosts/scenarios) pass, every host's agent reached over ssh.
+#    With h0's and h2's agents in time namespaces 2 s and 5 s ahead (the inventory's wrap), the
+#    kill scenario keeps its verdicts and the report gives each host's offset.
 # 2. SIGKILL to mwchaos mid-run, with rules, a qdisc and a fifo folder in place on the hosts:
 #    within the lease (2 s, plus the agents' cleanup) no process but sshd, no firewall chain, no
 #    qdisc and no folder is left on any host.
@@ -92,6 +94,36 @@ for report in "$work"/out/*/report.json; do
   launchers=$(python3 -c 'import json,sys; print(" ".join(sorted({h["launcher"] for h in json.load(open(sys.argv[1]))["run"]["hosts"]})))' "$report")
   [[ $launchers == ssh ]] || fail "$report: hosts reached by '$launchers', expected ssh only"
 done
+
+# 1b. Skewed clocks: the agents of h0 (the leader's host, whose member reports the detection)
+#     and h2 (the killed worker's) run in time namespaces whose monotonic clocks are 2 s and 5 s
+#     ahead. The kill scenario keeps its verdicts (detected within 100 ms: a detection placed
+#     unmapped would be 2 s late), and the report gives each offset within its uncertainty.
+python3 - "$work/ssh.lua" "$work/skew.lua" "$MWH_H1_ADDR" "$MWH_H3_ADDR" <<'PY'
+import sys
+src, dst, h0, h2 = sys.argv[1:]
+text = open(src).read()
+for addr, secs in ((h0, 2), (h2, 5)):
+    text = text.replace('"%s"' % addr, '{ target = "%s", wrap = { "unshare", "--time", "--monotonic", "%d" } }' % (addr, secs), 1)
+open(dst, "w").write(text)
+PY
+grep -q 'monotonic", "5"' "$work/skew.lua" || fail "the skewed inventory was not written: $(cat "$work/skew.lua")"
+rc=0
+"$mwchaos" run -q --hosts "$work/skew.lua" -o "$work/skew" "$here/scenarios/hosts_kill.lua" \
+  >"$work/skew.log" 2>&1 || rc=$?
+cat "$work/skew.log"
+[[ $rc == 0 ]] || fail "the kill scenario with clocks 2 s and 5 s ahead: exit $rc, expected 0"
+skew=$(python3 - "$work"/skew/*/report.json <<'PY'
+import json, sys
+hosts = {h["name"]: h for h in json.load(open(sys.argv[1]))["run"]["hosts"]}
+for name, want in (("h0", 2000.0), ("h1", 0.0), ("h2", 5000.0)):
+    h = hosts[name]
+    if abs(h["offset_ms"] - want) > h["uncertainty_ms"] + 1.0 or h["same_clock"] != (want == 0):
+        print("%s: offset %.3f ms +- %.3f, same_clock %s; expected %.0f ms" %
+              (name, h["offset_ms"], h["uncertainty_ms"], h["same_clock"], want))
+PY
+)
+[[ -z $skew ]] || fail "clock offsets in the report: $skew"
 
 # 2. SIGKILL mid-run.
 left_on_hosts() {  # what the run may have left on the hosts, one line each

@@ -1,0 +1,91 @@
+// The agents a run starts (harness/launchers.h): the command of each launcher, word for word,
+// each host's wrap before the agent, and the plan of one agent per scenario host.
+#include "harness/launchers.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+namespace mw::harness {
+namespace {
+
+using Words = std::vector<std::string>;
+
+Inventory sshInventory() {
+  Inventory inv;
+  inv.launcher = Launcher::kSsh;
+  inv.ssh.port = 2222;
+  inv.ssh.user = "root";
+  inv.ssh.identity = "/k/id";
+  inv.ssh.options = {"ConnectTimeout=5"};
+  inv.agent = "/opt/mw/bin/mwchaos";
+  inv.hosts = {{"h1", "node7", "", ""}, {"h2", "node8", "10.0.0.8", "eth1"}};
+  inv.hosts[1].wrap = {"unshare", "--time", "--monotonic", "2"};
+  return inv;
+}
+
+TEST_CASE("the ssh command starts the agent under the host's wrap", "[harness][launchers]") {
+  const Inventory inv = sshInventory();
+  CHECK(sshArgv(inv, inv.hosts[0]) ==
+        Words{"ssh", "-T", "-o", "BatchMode=yes", "-p", "2222", "-i", "/k/id", "-l", "root", "-o",
+              "ConnectTimeout=5", "node7", "/opt/mw/bin/mwchaos", "agent", "--stdio"});
+  CHECK(sshArgv(inv, inv.hosts[1]) ==
+        Words{"ssh", "-T", "-o", "BatchMode=yes", "-p", "2222", "-i", "/k/id", "-l", "root", "-o",
+              "ConnectTimeout=5", "node8", "unshare", "--time", "--monotonic", "2",
+              "/opt/mw/bin/mwchaos", "agent", "--stdio", "--dev", "eth1"});
+}
+
+TEST_CASE("the srun step starts the agent under the host's wrap", "[harness][launchers]") {
+  Inventory inv;
+  inv.launcher = Launcher::kSlurm;
+  inv.slurm.allocation.job_id = "42";
+  inv.hosts = {{"h1", "gpu5", "", ""}};
+  inv.hosts[0].wrap = {"taskset", "-c", "0"};
+  CHECK(srunArgv(inv, inv.hosts[0]) == Words{"srun", "--overlap", "-N1", "-n1", "-u", "-w", "gpu5",
+                                             "--jobid=42", "taskset", "-c", "0", "mwchaos",
+                                             "agent", "--stdio"});
+}
+
+TEST_CASE("a wrap word a remote shell would read as more is refused, naming it",
+          "[harness][launchers]") {
+  Inventory inv = sshInventory();
+  inv.hosts[0].wrap = {"--time"};
+  inv.hosts[1].wrap = {"unshare", "a;b", ""};
+  CHECK(inventoryProblems(inv) ==
+        std::vector<std::string>{
+            "hosts.h1.wrap[1]: \"--time\" is no plain word (letters, digits and _ . / + @ % : = , "
+            "~ - only; the first a program, not an option)",
+            "hosts.h2.wrap[2]: \"a;b\" is no plain word (letters, digits and _ . / + @ % : = , ~ "
+            "- only; the first a program, not an option)",
+            "hosts.h2.wrap[3]: \"\" is no plain word (letters, digits and _ . / + @ % : = , ~ - "
+            "only; the first a program, not an option)"});
+}
+
+TEST_CASE("a plan has one agent per scenario host, over ssh with the inventory's fields",
+          "[harness][launchers]") {
+  Inventory inv = sshInventory();
+  inv.lease_ms = 3000;
+  Scenario s;
+  s.roles["a"].host = "h1";
+  s.roles["b"].host = "h2";
+  s.roles["leader"].host = "";  // on this machine: a local agent too
+  auto none = [](const std::string&) { return std::string(); };
+  auto plan = planLaunches(s, &inv, "/here/mwchaos", "/here/mw_worker", none, none);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->size() == 3);
+  const HostLaunch& h2 = plan->at(1);
+  CHECK(h2.host == "h2");
+  CHECK(h2.spec.launcher == "ssh");
+  CHECK(h2.spec.lease_ms == 3000);
+  CHECK(h2.address == "10.0.0.8");
+  CHECK(h2.worker_path == "/opt/mw/bin/mw_worker");
+  CHECK(h2.spec.argv == sshArgv(inv, inv.hosts[1]));
+  CHECK(plan->at(0).address == "node7");  // no address given: the target's host
+  const HostLaunch& local = plan->at(2);
+  CHECK(local.spec.launcher == "local");
+  CHECK(local.spec.argv == Words{"/here/mwchaos", "agent", "--stdio"});
+  CHECK(local.worker_path == "/here/mw_worker");
+}
+
+}  // namespace
+}  // namespace mw::harness
