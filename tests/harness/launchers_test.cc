@@ -26,13 +26,14 @@ Inventory sshInventory() {
 
 TEST_CASE("the ssh command starts the agent under the host's wrap", "[harness][launchers]") {
   const Inventory inv = sshInventory();
-  CHECK(sshArgv(inv, inv.hosts[0]) ==
-        Words{"ssh", "-T", "-o", "BatchMode=yes", "-p", "2222", "-i", "/k/id", "-l", "root", "-o",
-              "ConnectTimeout=5", "node7", "/opt/mw/bin/mwchaos", "agent", "--stdio"});
+  CHECK(sshArgv(inv, inv.hosts[0]) == Words{"ssh", "-T", "-o", "BatchMode=yes", "-p", "2222", "-i",
+                                            "/k/id", "-l", "root", "-o", "ConnectTimeout=5",
+                                            "node7", "/opt/mw/bin/mwchaos", "agent", "--stdio"});
   CHECK(sshArgv(inv, inv.hosts[1]) ==
-        Words{"ssh", "-T", "-o", "BatchMode=yes", "-p", "2222", "-i", "/k/id", "-l", "root", "-o",
-              "ConnectTimeout=5", "node8", "unshare", "--time", "--monotonic", "2",
-              "/opt/mw/bin/mwchaos", "agent", "--stdio", "--dev", "eth1"});
+        Words{"ssh",   "-T",      "-o",     "BatchMode=yes", "-p", "2222",
+              "-i",    "/k/id",   "-l",     "root",          "-o", "ConnectTimeout=5",
+              "node8", "unshare", "--time", "--monotonic",   "2",  "/opt/mw/bin/mwchaos",
+              "agent", "--stdio", "--dev",  "eth1"});
 }
 
 TEST_CASE("the srun step starts the agent under the host's wrap", "[harness][launchers]") {
@@ -42,8 +43,8 @@ TEST_CASE("the srun step starts the agent under the host's wrap", "[harness][lau
   inv.hosts = {{"h1", "gpu5", "", ""}};
   inv.hosts[0].wrap = {"taskset", "-c", "0"};
   CHECK(srunArgv(inv, inv.hosts[0]) == Words{"srun", "--overlap", "-N1", "-n1", "-u", "-w", "gpu5",
-                                             "--jobid=42", "taskset", "-c", "0", "mwchaos",
-                                             "agent", "--stdio"});
+                                             "--jobid=42", "taskset", "-c", "0", "mwchaos", "agent",
+                                             "--stdio"});
 }
 
 TEST_CASE("a wrap word a remote shell would read as more is refused, naming it",

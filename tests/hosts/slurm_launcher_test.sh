@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The Slurm launcher, for real (issue 24): slurmctld in a control namespace and one slurmd per
+# simulated host (slurm_hosts.sh: munge key, slurm.conf and state made per run). mwchaos runs
+# inside an allocation (salloc -N3) and reaches each host only through its step, `srun --overlap
+# -N1 -n1 -u -w NODE mwchaos agent --stdio`, bound to the scenarios' logical hosts h0..h2 by an
+# inventory with launcher = "slurm".
+#
+# 1. A kill (hosts_kill.lua) and a partition that heals (net_partition_heals.lua) pass, every
+#    host's agent reached through srun. The partition cuts the data plane only: the steps' srun
+#    traffic (SrunPortRange, exempt) goes on, so the agents' pipes stay up through it.
+# 2. No node is marked down or not responding afterwards, and the job ends COMPLETED.
+#
+# usage: slurm_launcher_test.sh MWCHAOS SOURCE_DIR SCRATCH_DIR
+# Exit 77 (skipped, saying why) when not root or Slurm and munge are not installed.
+set -uo pipefail
+mwchaos=$1 src=$2 work=$3
+here=$src/tests/hosts
+# shellcheck source=tests/harness/lib.sh
+source "$src/tests/harness/lib.sh"
+# shellcheck source=tests/hosts/lib_launcher.sh
+source "$here/lib_launcher.sh"
+[[ $(id -u) == 0 ]] || skip "needs root (network namespaces, slurmd)"
+for prog in slurmctld slurmd munged salloc srun sinfo; do
+  command -v "$prog" >/dev/null || [[ -x /usr/sbin/$prog ]] ||
+    skip "no $prog (apt-get install slurm-wlm munge)"
+done
+
+# A subnet of our own, so that the test runs beside a developer's fixture and the ssh test.
+export MWH_SLURM_SUBNET=10.202.$((20 + $$ % 80))
+hosts_up slurm_hosts.sh 3 slurm.env
+
+cat >"$work/slurm.lua" <<EOF
+return {
+  launcher = "slurm",
+  hosts = {
+    h0 = { target = "h1", address = "$MWH_H1_ADDR" },
+    h1 = { target = "h2", address = "$MWH_H2_ADDR" },
+    h2 = { target = "h3", address = "$MWH_H3_ADDR" },
+  },
+  slurm = { srun_port_range = "60001-63000" },
+  agent = "$mwchaos",
+}
+EOF
+
+# 1. The scenarios inside an allocation of the three nodes.
+#    Through tests/run_scenario.sh, as every scenario of the suite: an inconclusive throughput
+#    verdict (the machine's noise larger than the margin) is run again twice at most, counted.
+scenarios=("$here/scenarios/hosts_kill.lua" "$src/scenarios/net_partition_heals.lua")
+rc=0
+timeout -s KILL 300 salloc -N3 -w h1,h2,h3 -J mwchaos-test \
+  "$src/tests/run_scenario.sh" "$mwchaos" --hosts "$work/slurm.lua" -o "$work/out" "${scenarios[@]}" \
+  >"$work/run.log" 2>&1 &
+run_pid=$!
+wait "$run_pid" || rc=$?
+run_pid=""
+cat "$work/run.log"
+[[ $rc == 0 ]] || fail "the scenarios through srun: exit $rc, expected 0"
+reports=("$work"/out/*/report.json)
+[[ ${#reports[@]} == 2 && -f ${reports[0]} ]] || fail "expected 2 reports, found: ${reports[*]}"
+for report in "${reports[@]}"; do
+  [[ -f $report ]] || continue
+  launchers=$(python3 -c 'import json,sys; print(" ".join(sorted({h["launcher"] for h in json.load(open(sys.argv[1]))["run"]["hosts"]})))' "$report")
+  [[ $launchers == slurm ]] || fail "$report: hosts reached by '$launchers', expected slurm only"
+done
+
+# 2. The partition marked no node down, and the job ended as it should.
+states=$(sinfo -h -N -o '%N %T' 2>&1)
+echo "sinfo after the run: $(tr '\n' ';' <<<"$states")"
+[[ $(grep -c -E '^h[123] (idle|mixed|allocated|completing)$' <<<"$states") == 3 ]] ||
+  fail "a node is not up after the partition: $states"
+job=$(scontrol show job 2>/dev/null | grep -m1 -o 'JobState=[A-Z_]*')
+[[ -z $job || $job == JobState=COMPLETED ]] || fail "the allocation ended $job, expected COMPLETED"
+
+if ((failures)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "a kill and a healed partition pass through srun; no node was marked down"
