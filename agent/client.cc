@@ -58,6 +58,13 @@ std::string describe(const LaunchSpec& s) {
 
 Result<std::unique_ptr<Connection>> Connection::start(const LaunchSpec& spec,
                                                       std::chrono::milliseconds limit) {
+  auto c = spawn(spec);
+  if (!c.ok()) return c.status();
+  MW_RETURN_IF_ERROR((*c)->handshake(limit));
+  return c;
+}
+
+Result<std::unique_ptr<Connection>> Connection::spawn(const LaunchSpec& spec) {
   std::unique_ptr<Connection> c(new Connection(spec));
   if (spec.argv.empty()) return Status(Code::kInvalidArgument, describe(spec) + ": no command");
   std::vector<std::string> argv = spec.argv;
@@ -74,27 +81,31 @@ Result<std::unique_ptr<Connection>> Connection::start(const LaunchSpec& spec,
     return Status(Code::kUnavailable, "starting " + describe(spec) + ": " + p.status().message());
   }
   c->proc_ = std::move(*p);
+  return c;
+}
+
+Status Connection::handshake(std::chrono::milliseconds limit) {
   Hello h;
   h.build = buildId();
-  h.lease_ms = spec.lease_ms;
-  h.exempt = spec.exempt;
-  auto r = c->call(h, limit);
+  h.lease_ms = spec_.lease_ms;
+  h.exempt = spec_.exempt;
+  auto r = call(h, limit);
   if (!r.ok()) {
-    std::string err = c->stderrText();
-    c->proc_->killAndReap();
-    c->alive_ = false;
+    std::string err = stderrText();
+    proc_->killAndReap();
+    alive_ = false;
     if (r.status().code() == Code::kInvalidUsage) return r.status();
     return Status(
         Code::kUnavailable,
-        describe(spec) + " did not answer: " + r.status().message() +
+        describe(spec_) + " did not answer: " + r.status().message() +
             (err.empty() ? "" : "; it wrote: " + err) +
-            (c->proc_->exitText() != "still running" ? " (" + c->proc_->exitText() + ")" : ""));
+            (proc_->exitText() != "still running" ? " (" + proc_->exitText() + ")" : ""));
   }
-  Status peer = checkPeer(c->hello_.version, c->hello_.build, describe(spec).c_str());
+  Status peer = checkPeer(hello_.version, hello_.build, describe(spec_).c_str());
   if (!peer.ok()) return peer;
-  MW_RETURN_IF_ERROR(c->measureClock(16));
-  c->keepalive_ = std::thread([raw = c.get()] { raw->keepAlive(); });
-  return c;
+  MW_RETURN_IF_ERROR(measureClock(16));
+  keepalive_ = std::thread([this] { keepAlive(); });
+  return Status::Ok();
 }
 
 Connection::~Connection() {

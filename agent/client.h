@@ -46,6 +46,13 @@ class Connection {
   // kInvalidUsage when the agent is of another version or build (both named).
   static Result<std::unique_ptr<Connection>> start(const LaunchSpec& spec,
                                                    std::chrono::milliseconds limit);
+  // start() in two steps, so that many agents can be waited for at once: spawn() starts the
+  // launcher command, handshake() says hello, checks the peer and measures the clock (errors as
+  // start()'s). The thread that calls spawn() must outlive the connection: the agent gets
+  // SIGTERM when that thread ends (PR_SET_PDEATHSIG follows the thread, not the process).
+  // handshake() may run on any thread, once.
+  static Result<std::unique_ptr<Connection>> spawn(const LaunchSpec& spec);
+  Status handshake(std::chrono::milliseconds limit);
   ~Connection();  // bye() unless done, then kills the launcher command
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

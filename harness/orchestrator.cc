@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -329,12 +330,33 @@ void Run::startAgents() {
     fail(Outcome::kHarnessError, plan.status().message());
     return;
   }
-  for (const auto& launch : *plan) {
+  // Every agent is started here (this thread outlives them: their parent-death signal follows
+  // it), then all are waited for at once, each handshake on a thread of its own: a run over many
+  // hosts waits for the slowest ssh or srun, not for their sum. A failure is reported once all
+  // have answered or timed out; the started ones then say bye as they go.
+  std::vector<Result<std::unique_ptr<agent::Connection>>> spawned;
+  spawned.reserve(plan->size());
+  for (const auto& launch : *plan) spawned.push_back(agent::Connection::spawn(launch.spec));
+  std::vector<std::future<Status>> handshakes;
+  handshakes.reserve(plan->size());
+  for (auto& c : spawned) {
+    if (!c.ok()) continue;
+    handshakes.push_back(std::async(std::launch::async, [conn = c->get()] {
+      return conn->handshake(kAgentStart);
+    }));
+  }
+  for (size_t i = 0, next = 0; i < spawned.size(); ++i) {
+    if (!spawned[i].ok()) continue;
+    Status s = handshakes[next++].get();
+    if (!s.ok()) spawned[i] = s;
+  }
+  for (size_t i = 0; i < plan->size(); ++i) {
+    const HostLaunch& launch = (*plan)[i];
     const std::string& host = launch.host;
     const agent::LaunchSpec& spec = launch.spec;
     addresses_[host] = launch.address;
     worker_paths_[host] = launch.worker_path;
-    auto c = agent::Connection::start(spec, kAgentStart);
+    auto& c = spawned[i];
     if (!c.ok()) {
       fail(Outcome::kHarnessError, c.status().message());
       return;

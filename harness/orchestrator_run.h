@@ -29,7 +29,9 @@ using namespace std::chrono_literals;
 
 inline constexpr auto kStopGrace = 5s;     // a worker told to stop has exited
 inline constexpr auto kFifoLimit = 5s;     // a worker's failpoint fifo answers
-inline constexpr auto kAgentStart = 10s;   // an agent answers its hello
+// An agent answers its hello: a new ssh (key exchange, a login shell) to a loaded host, or through
+// a bastion, can take seconds; one took over 10 s here beside two CPU hogs.
+inline constexpr auto kAgentStart = 30s;
 inline constexpr auto kCommandLimit = 1s;  // one failpoint command answered
 inline constexpr size_t kStderrTail = 4000;
 
