@@ -95,11 +95,10 @@ Status Connection::handshake(std::chrono::milliseconds limit) {
     proc_->killAndReap();
     alive_ = false;
     if (r.status().code() == Code::kInvalidUsage) return r.status();
-    return Status(
-        Code::kUnavailable,
-        describe(spec_) + " did not answer: " + r.status().message() +
-            (err.empty() ? "" : "; it wrote: " + err) +
-            (proc_->exitText() != "still running" ? " (" + proc_->exitText() + ")" : ""));
+    return Status(Code::kUnavailable,
+                  describe(spec_) + " did not answer: " + r.status().message() +
+                      (err.empty() ? "" : "; it wrote: " + err) +
+                      (proc_->exitText() != "still running" ? " (" + proc_->exitText() + ")" : ""));
   }
   Status peer = checkPeer(hello_.version, hello_.build, describe(spec_).c_str());
   if (!peer.ok()) return peer;

@@ -341,9 +341,8 @@ void Run::startAgents() {
   handshakes.reserve(plan->size());
   for (auto& c : spawned) {
     if (!c.ok()) continue;
-    handshakes.push_back(std::async(std::launch::async, [conn = c->get()] {
-      return conn->handshake(kAgentStart);
-    }));
+    handshakes.push_back(
+        std::async(std::launch::async, [conn = c->get()] { return conn->handshake(kAgentStart); }));
   }
   for (size_t i = 0, next = 0; i < spawned.size(); ++i) {
     if (!spawned[i].ok()) continue;
