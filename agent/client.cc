@@ -283,6 +283,7 @@ Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit)
     pollfd p{fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 100)));
     pump();
+    if (while_waiting_) while_waiting_();
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,12 @@ class Connection {
   // kUnavailable when the agent is gone; kTimeout.
   Result<Reply> call(Message request, std::chrono::milliseconds limit = std::chrono::seconds(10));
 
+  // `hook` runs on the calling thread each time call() wakes while it waits (at least every
+  // 100 ms): a controller of several agents reads the others there (their pump()), so that none
+  // of their pipes fills while this one is slow to answer. Through srun, an agent whose output
+  // is not read stops getting its input too, and loses its lease. Set before the first call().
+  void setWhileWaiting(std::function<void()> hook) { while_waiting_ = std::move(hook); }
+
   // The fd to poll for the agent's frames, and the read of what is there (events relayed).
   // False once the agent is gone (then error() says why).
   int fd() const;
@@ -109,6 +116,7 @@ class Connection {
   bool alive_ = true;
   bool said_bye_ = false;
   std::string error_;
+  std::function<void()> while_waiting_;  // setWhileWaiting
   uint64_t next_id_ = 1;
   std::map<uint64_t, Reply> replies_;
   bool hello_seen_ = false;

@@ -372,6 +372,14 @@ void Run::startAgents() {
     res_.record.hosts.push_back(rec);
     agents_[host] = std::move(*c);
   }
+  // While one agent is slow to answer (iptables under load, say), the others are read.
+  for (auto& [host, a] : agents_) {
+    a->setWhileWaiting([this, me = host] {
+      for (auto& [other, b] : agents_) {
+        if (other != me && b->alive()) b->pump();
+      }
+    });
+  }
 }
 void Run::waitReady() {
   const auto until = deadlineIn(s_.startup);

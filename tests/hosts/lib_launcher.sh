@@ -33,3 +33,39 @@ hosts_cleanup() {
   [[ -n ${run_pid:-} ]] && kill -9 "$run_pid" 2>/dev/null
   "$fixture_script" down "$fx" >/dev/null 2>&1
 }
+
+# ssh_inventory FILE MWCHAOS: an inventory with launcher = "ssh" binding h0..h2 to the ssh
+# fixture's h1..h3 (ssh_hosts.sh's hosts.env, sourced by hosts_up), MWCHAOS as the agent.
+ssh_inventory() {
+  cat >"$1" <<EOF
+return {
+  launcher = "ssh",
+  hosts = { h0 = "$MWH_H1_ADDR", h1 = "$MWH_H2_ADDR", h2 = "$MWH_H3_ADDR" },
+  ssh = {
+    user = "root",
+    port = $MWH_SSH_PORT,
+    identity = "$MWH_SSH_KEY",
+    options = { UserKnownHostsFile = "$MWH_KNOWN_HOSTS", StrictHostKeyChecking = "yes",
+                IdentitiesOnly = "yes", ConnectTimeout = "5" },
+  },
+  agent = "$2",
+}
+EOF
+}
+
+# left_on_hosts NEWER: what a run may have left on the ssh fixture's three hosts, one line each:
+# a process but sshd, a firewall chain of an agent, a tbf or netem qdisc, and an agent's folder
+# in /tmp newer than the file NEWER. Empty when nothing is left.
+left_on_hosts() {
+  local i ns pid comm
+  for i in 1 2 3; do
+    ns=$(eval echo "\$MWH_H${i}_NETNS")
+    for pid in $(ip netns pids "$ns"); do
+      comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+      [[ $comm == sshd ]] || echo "h$i: process $pid ($comm)"
+    done
+    ip netns exec "$ns" iptables -S | grep MWCHAOS | sed "s/^/h$i: /"
+    ip netns exec "$ns" tc qdisc show | grep -E 'tbf|netem' | sed "s/^/h$i: /"
+  done
+  find /tmp -maxdepth 1 -name 'mwchaos-*' -newer "$1" | sed 's/^/folder: /'
+}

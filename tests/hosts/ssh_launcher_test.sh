@@ -29,20 +29,7 @@ command -v ssh >/dev/null || skip "no ssh client (apt-get install openssh-client
 export MWH_SUBNET=10.202.$((120 + $$ % 100))
 hosts_up ssh_hosts.sh 3 hosts.env
 
-cat >"$work/ssh.lua" <<EOF
-return {
-  launcher = "ssh",
-  hosts = { h0 = "$MWH_H1_ADDR", h1 = "$MWH_H2_ADDR", h2 = "$MWH_H3_ADDR" },
-  ssh = {
-    user = "root",
-    port = $MWH_SSH_PORT,
-    identity = "$MWH_SSH_KEY",
-    options = { UserKnownHostsFile = "$MWH_KNOWN_HOSTS", StrictHostKeyChecking = "yes",
-                IdentitiesOnly = "yes", ConnectTimeout = "5" },
-  },
-  agent = "$mwchaos",
-}
-EOF
+ssh_inventory "$work/ssh.lua" "$mwchaos"
 
 # 0. mwchaos hosts check: every host reachable, as root with the tools, its clock and one fault's
 #    time; a host with no sshd is named unreachable (exit 1).
@@ -109,19 +96,6 @@ PY
 [[ -z $skew ]] || fail "clock offsets in the report: $skew"
 
 # 2. SIGKILL mid-run.
-left_on_hosts() {  # what the run may have left on the hosts, one line each
-  local i ns pid comm
-  for i in 1 2 3; do
-    ns=$(eval echo "\$MWH_H${i}_NETNS")
-    for pid in $(ip netns pids "$ns"); do
-      comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
-      [[ $comm == sshd ]] || echo "h$i: process $pid ($comm)"
-    done
-    ip netns exec "$ns" iptables -S | grep MWCHAOS | sed "s/^/h$i: /"
-    ip netns exec "$ns" tc qdisc show | grep -E 'tbf|netem' | sed "s/^/h$i: /"
-  done
-  find /tmp -maxdepth 1 -name 'mwchaos-*' -newer "$work/ssh.lua" | sed 's/^/folder: /'
-}
 "$mwchaos" run -q --hosts "$work/ssh.lua" -o "$work/killed" "$here/fixtures/controller_killed.lua" \
   >"$work/killed.log" 2>&1 &
 run_pid=$!
@@ -140,7 +114,7 @@ done
   fail "the faults were never in place on the hosts"
 }
 sleep 0.5
-[[ -n $(left_on_hosts) ]] || fail "nothing on the hosts before the kill: the check below proves nothing"
+[[ -n $(left_on_hosts "$work/ssh.lua") ]] || fail "nothing on the hosts before the kill: the check below proves nothing"
 kill -9 "$run_pid"
 wait "$run_pid" 2>/dev/null
 run_pid=""
@@ -148,7 +122,7 @@ run_pid=""
 # roles: within 5 s nothing is left.
 left=""
 for _ in $(seq 1 50); do
-  left=$(left_on_hosts)
+  left=$(left_on_hosts "$work/ssh.lua")
   [[ -z $left ]] && break
   sleep 0.1
 done
