@@ -132,7 +132,8 @@ void Connection::keepAlive() {
   sigemptyset(&pipe);
   sigaddset(&pipe, SIGPIPE);
   ::pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
-  const auto every = std::chrono::milliseconds(std::max(10, spec_.lease_ms / 4));
+  // Eight pings a lease: a controller held off the CPU for most of a lease still gets one through.
+  const auto every = std::chrono::milliseconds(std::max(10, spec_.lease_ms / 8));
   std::unique_lock<std::mutex> l(stop_mu_);
   while (!stop_cv_.wait_for(l, every, [this] { return stopping_; })) {
     l.unlock();

@@ -92,7 +92,7 @@ TEST_CASE("defaults fill what an inventory leaves out", "[harness][inventory]") 
   CHECK(inv.hosts.empty());
   CHECK(inv.agent == "mwchaos");
   CHECK(inv.lease_ms == kDefaultLeaseMs);
-  CHECK(kDefaultLeaseMs == 15000);
+  CHECK(kDefaultLeaseMs == 30000);
   CHECK(inv.ssh.port == 22);
   CHECK(inv.exempt_ports.empty());
   CHECK(load("return { launcher = 'local' }").launcher == Launcher::kLocal);
