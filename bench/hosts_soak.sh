@@ -26,13 +26,9 @@ done
 work=${work:-$(mktemp -d /tmp/mw-hosts-soak.XXXXXX)}
 mwchaos=$build/bin/mwchaos
 [[ -x $mwchaos ]] || { echo "hosts_soak.sh: $mwchaos is missing: build first" >&2; exit 2; }
-# shellcheck source=tests/harness/lib.sh
-source "$src/tests/harness/lib.sh"
 # shellcheck source=tests/hosts/lib_launcher.sh
 source "$here/lib_launcher.sh"
-[[ $(id -u) == 0 ]] || skip "needs root (network namespaces, sshd)"
-[[ -x /usr/sbin/sshd ]] || skip "no sshd (apt-get install openssh-server)"
-command -v ssh >/dev/null || skip "no ssh client (apt-get install openssh-client)"
+need_ssh
 
 export MWH_SUBNET=10.202.$((220 + $$ % 30))
 hosts_up ssh_hosts.sh 3 hosts.env
@@ -59,12 +55,7 @@ PY
 else
   fail "no report at $report"
 fi
-left=""
-for _ in $(seq 1 50); do
-  left=$(left_on_hosts "$work/ssh.lua")
-  [[ -z $left ]] && break
-  sleep 0.1
-done
+left=$(left_within_5s "$work/ssh.lua")
 [[ -z $left ]] || fail "left on the hosts after the soak: $left"
 echo "soak over ssh: ${took} s, exit $rc; left on the hosts: ${left:-nothing}; report $report"
 ((failures == 0))

@@ -1,11 +1,21 @@
 # shellcheck shell=bash
 # Shared by the launcher tests (ssh_launcher_test.sh, slurm_launcher_test.sh); sourced, not run.
-# Needs `fail` (tests/harness/lib.sh), `here` (this folder) and `work` (the scratch folder).
+# Needs `here` (this folder) and `work` (the scratch folder); brings tests/harness/lib.sh (fail).
+
+# shellcheck source=tests/harness/lib.sh
+source "${here:?}/../harness/lib.sh"
 
 # skip WHY: exit 77 (ctest: skipped), saying why.
 skip() {
   echo "SKIPPED: $*"
   exit 77
+}
+
+# need_ssh: skips unless root, with sshd and an ssh client (the ssh fixture's needs).
+need_ssh() {
+  [[ $(id -u) == 0 ]] || skip "needs root (network namespaces, sshd)"
+  [[ -x /usr/sbin/sshd ]] || skip "no sshd (apt-get install openssh-server)"
+  command -v ssh >/dev/null || skip "no ssh client (apt-get install openssh-client)"
 }
 
 # hosts_up FIXTURE N ENV: a fresh $work, then `FIXTURE up $work/fx N` (a script of this folder),
@@ -68,4 +78,16 @@ left_on_hosts() {
     ip netns exec "$ns" tc qdisc show | grep -E 'tbf|netem' | sed "s/^/h$i: /"
   done
   find /tmp -maxdepth 1 -name 'mwchaos-*' -newer "$1" | sed 's/^/folder: /'
+}
+
+# left_within_5s NEWER: left_on_hosts NEWER, read again every 0.1 s until it is empty or 5 s have
+# passed (the agents' cleanup takes that long at most); what is still left, or nothing.
+left_within_5s() {
+  local left=""
+  for _ in $(seq 1 50); do
+    left=$(left_on_hosts "$1")
+    [[ -z $left ]] && break
+    sleep 0.1
+  done
+  printf '%s' "$left"
 }

@@ -15,8 +15,6 @@
 set -uo pipefail
 mwchaos=$1 src=$2 work=$3
 here=$src/tests/hosts
-# shellcheck source=tests/harness/lib.sh
-source "$src/tests/harness/lib.sh"
 # shellcheck source=tests/hosts/lib_launcher.sh
 source "$here/lib_launcher.sh"
 [[ $(id -u) == 0 ]] || skip "needs root (network namespaces, slurmd)"

@@ -17,13 +17,9 @@
 set -uo pipefail
 mwchaos=$1 src=$2 work=$3
 here=$src/tests/hosts
-# shellcheck source=tests/harness/lib.sh
-source "$src/tests/harness/lib.sh"
 # shellcheck source=tests/hosts/lib_launcher.sh
 source "$here/lib_launcher.sh"
-[[ $(id -u) == 0 ]] || skip "needs root (network namespaces, sshd)"
-[[ -x /usr/sbin/sshd ]] || skip "no sshd (apt-get install openssh-server)"
-command -v ssh >/dev/null || skip "no ssh client (apt-get install openssh-client)"
+need_ssh
 
 # A subnet of our own, so that the test runs beside a developer's fixture.
 export MWH_SUBNET=10.202.$((120 + $$ % 100))
@@ -120,12 +116,7 @@ wait "$run_pid" 2>/dev/null
 run_pid=""
 # The agents' input closes at once (ssh dies with mwchaos), and their cleanup kills and reaps the
 # roles: within 5 s nothing is left.
-left=""
-for _ in $(seq 1 50); do
-  left=$(left_on_hosts "$work/ssh.lua")
-  [[ -z $left ]] && break
-  sleep 0.1
-done
+left=$(left_within_5s "$work/ssh.lua")
 [[ -z $left ]] || fail "SIGKILL of mwchaos: left on the hosts after 5 s: $left"
 
 if ((failures)); then
