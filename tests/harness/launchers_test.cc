@@ -40,7 +40,7 @@ TEST_CASE("the srun step starts the agent under the host's wrap", "[harness][lau
   Inventory inv;
   inv.launcher = Launcher::kSlurm;
   inv.slurm.allocation.job_id = "42";
-  inv.hosts = {{"h1", "gpu5", "", ""}};
+  inv.hosts = {{"h1", "gpu5", "", "", {}}};
   inv.hosts[0].wrap = {"taskset", "-c", "0"};
   CHECK(srunArgv(inv, inv.hosts[0]) == Words{"srun", "--overlap", "-N1", "-n1", "-u", "-w", "gpu5",
                                              "--jobid=42", "taskset", "-c", "0", "mwchaos", "agent",

@@ -137,8 +137,15 @@ if ((with_slurm)); then
   done
   step=$(squeue -h -s -j "$job" -o '%i %N' | awk '$2 == "h1" { print $1 }')
   check "two steps run ($step on h1)" test -n "$step"
+  # squeue lists a step once slurmctld made it, before slurmd started its
+  # task; a signal sent in that window is lost (the first CI run on a 2-core
+  # machine saw scancel miss that way). Wait for both tasks to run first.
+  for _ in $(seq 100); do
+    live "sleep 8881$$" && live "sleep 8882$$" && break; sleep 0.1
+  done
+  check "both steps' tasks run" bash -c "$(declare -f no_live live); live 'sleep 8881$$' && live 'sleep 8882$$'"
   scancel "$step"
-  for _ in $(seq 50); do kill -0 $a 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 150); do kill -0 $a 2>/dev/null || break; sleep 0.1; done
   check "scancel $step ended its srun" bash -c "! kill -0 $a 2>/dev/null"
   check "scancel $step ended its task on h1" no_live "sleep 8881$$"
   check "the other step still runs" kill -0 $b
