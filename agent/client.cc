@@ -28,26 +28,6 @@ std::string bootId() {
   return s;
 }
 
-// `prog` as a path: as given when it has a '/', else the first executable of that name on $PATH
-// (ssh, srun), else the system directories; "" when none.
-std::string onPath(const std::string& prog) {
-  if (prog.find('/') != std::string::npos) return prog;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = dirs.substr(start, end - start);
-    if (!dir.empty()) {
-      const std::string p = dir + "/" + prog;
-      if (::access(p.c_str(), X_OK) == 0) return p;
-    }
-    start = end + 1;
-  }
-  return chaos::whichProgram(prog);
-}
-
 std::string describe(const LaunchSpec& s) {
   return "the agent of host '" + s.host + "' (launcher " + s.launcher + ")";
 }
@@ -68,7 +48,7 @@ Result<std::unique_ptr<Connection>> Connection::spawn(const LaunchSpec& spec) {
   std::unique_ptr<Connection> c(new Connection(spec));
   if (spec.argv.empty()) return Status(Code::kInvalidArgument, describe(spec) + ": no command");
   std::vector<std::string> argv = spec.argv;
-  argv[0] = onPath(argv[0]);
+  argv[0] = chaos::onPath(argv[0]);
   if (argv[0].empty()) {
     return Status(Code::kUnavailable, "starting " + describe(spec) + ": '" + spec.argv[0] +
                                           "' is not installed (not on $PATH)");

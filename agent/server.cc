@@ -335,6 +335,11 @@ int Server::handle(const Frame& f) {
       h.facts[tool] = path.empty() ? "missing" : path;
     }
     h.facts["gpus"] = std::to_string(countGpus());
+    // Inside an srun step: which one (scancel_step cancels it through slurmctld).
+    for (const auto& [fact, var] :
+         {std::pair{"slurm_job", "SLURM_JOB_ID"}, std::pair{"slurm_step", "SLURM_STEP_ID"}}) {
+      if (const char* v = std::getenv(var); v != nullptr && *v != '\0') h.facts[fact] = v;
+    }
     send(f.id, std::move(h));
     Status peer = checkPeer(m->version, m->build, "the controller");
     if (!peer.ok()) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -293,6 +294,24 @@ std::string whichProgram(const std::string& prog) {
     if (::access(p.c_str(), X_OK) == 0) return p;
   }
   return "";
+}
+
+std::string onPath(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(start, end - start);
+    if (!dir.empty()) {
+      const std::string p = dir + "/" + prog;
+      if (::access(p.c_str(), X_OK) == 0) return p;
+    }
+    start = end + 1;
+  }
+  return whichProgram(prog);
 }
 
 Status runProgram(const std::vector<std::string>& argv, std::chrono::milliseconds limit,

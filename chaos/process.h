@@ -105,6 +105,10 @@ class Process {
 // is not installed.
 std::string whichProgram(const std::string& prog);
 
+// `prog` as a path: as given when it has a '/', else the first executable of that name on $PATH
+// (ssh, srun, scancel: where the user's cluster puts them), else whichProgram's; "" when none.
+std::string onPath(const std::string& prog);
+
 // Runs `argv` (argv[0] a program name, looked up with whichProgram, or a path) to completion, for
 // at most `limit`. OK when it exits 0; kIoError naming the command, how it ended and its stderr
 // otherwise; kTimeout (after killing it) when it runs past `limit`; kUnavailable when the program

@@ -33,11 +33,27 @@ std::string workerBeside(const std::string& agent) {
   return slash == std::string::npos ? "mw_worker" : agent.substr(0, slash + 1) + "mw_worker";
 }
 
+Status launcherFits(const Scenario& s, const Inventory* inv) {
+  for (const auto& a : s.timeline) {
+    if (a.kind() != FaultKind::kScancelStep) continue;
+    if (inv == nullptr || inv->launcher != Launcher::kSlurm) {
+      return Status(Code::kInvalidArgument,
+                    a.where + ": scancel_step needs the slurm launcher (a Slurm step per host): " +
+                        (inv == nullptr ? std::string("run it with --hosts and an inventory of "
+                                                      "launcher = \"slurm\" (docs/hosts.md)")
+                                        : "the inventory's launcher is \"" +
+                                              std::string(launcherName(inv->launcher)) + "\""));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<HostLaunch>> planLaunches(
     const Scenario& s, const Inventory* inv, const std::string& agent_path,
     const std::string& worker_path, const std::function<std::string(const std::string&)>& netns,
     const std::function<std::string(const std::string&)>& address) {
   std::vector<HostLaunch> out;
+  if (Status fits = launcherFits(s, inv); !fits.ok()) return fits;
   const std::vector<std::string> hosts = s.hosts();
   const int lease = inv ? inv->lease_ms : kDefaultLeaseMs;
   const std::vector<PortRange> exempt = inv ? exemptPorts(*inv) : std::vector<PortRange>();

@@ -38,10 +38,14 @@ std::vector<std::string> srunArgv(const Inventory& inv, const InventoryHost& h);
 // The mw_worker program beside `agent` (a path), or "mw_worker" on PATH when `agent` is a name.
 std::string workerBeside(const std::string& agent);
 
+// Whether the scenario's faults can run under inventory `inv` (null: none given): scancel_step
+// needs the slurm launcher. kInvalidArgument naming the fault's file:line and the launcher.
+Status launcherFits(const Scenario& s, const Inventory* inv);
+
 // The agents scenario `s` needs under inventory `inv` (null: none given). Without an inventory, or
 // with a local or netns one, every host of the scenario is simulated: `netns(host)` and
 // `address(host)` give its namespace and address. Roles without a host get this machine's agent
-// (`agent_path`, `worker_path`). Errors (kInvalidArgument) are bindScenario's.
+// (`agent_path`, `worker_path`). Errors (kInvalidArgument) are launcherFits' and bindScenario's.
 Result<std::vector<HostLaunch>> planLaunches(
     const Scenario& s, const Inventory* inv, const std::string& agent_path,
     const std::string& worker_path, const std::function<std::string(const std::string&)>& netns,

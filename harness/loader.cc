@@ -52,6 +52,9 @@ end
 function kill(role, signal)
   return { __kind = "kill", role = role, signal = signal or "SIGKILL", __where = where() }
 end
+function scancel_step(role, signal)
+  return { __kind = "scancel_step", role = role, signal = signal, __where = where() }
+end
 function pause(role) return { __kind = "pause", role = role, __where = where() } end
 function resume(role) return { __kind = "resume", role = role, __where = where() } end
 function restart(role) return { __kind = "restart", role = role, __where = where() } end
@@ -345,6 +348,8 @@ faults (timeline = { at("2s", <fault>), ... })
                            async = false, probability = 1.0, once = false })
   clear_failpoint(role, point)
   remove_world(role, world)   add_world(role, world)
+  scancel_step(role [, signal])  Slurm launcher only: scancel of the step holding the role's
+                                 host (the role alone on it); signal KILL, TERM, INT, HUP, ...
   partition { a = { "h1" }, b = { "h2" }, mode = "silent"|"loud", oneway = false }
   heal()   loss(host, 0.2)   bandwidth(host, "10mbit")   delay(host, "50ms" [, "10ms"])
   failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,

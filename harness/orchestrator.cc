@@ -511,7 +511,9 @@ void Run::cleanup() {
   // Each agent removes its network rules and what is left of its roles, and exits.
   for (auto& [host, a] : agents_) {
     Status st = a->bye();
-    if (!st.ok()) res_.record.harness_errors.push_back("host agent: " + st.message());
+    if (!st.ok() && !ended_steps_.count(host)) {
+      res_.record.harness_errors.push_back("host agent: " + st.message());
+    }
   }
   agents_.clear();
   if (net_) {

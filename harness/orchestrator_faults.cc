@@ -167,6 +167,7 @@ Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
             if (f.ends_role) w.ending_fault = static_cast<int>(&f - res_.record.faults.data());
             return sent();
           },
+          [&](const ScancelStep& c) { return scancelStep(c, w, f); },
           [&](const Pause&) { return w.proc->signal(SIGSTOP), sent(); },
           [&](const Resume&) { return w.proc->signal(SIGCONT), sent(); },
           [&](const RemoveWorld& r) { return w.proc->tell("remove " + r.world), sent(); },
@@ -182,6 +183,45 @@ Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
           [&](const auto&) { return Status(Code::kInvalidArgument, "not a fault on a role"); },
       },
       a.fault);
+}
+
+Status Run::scancelStep(const ScancelStep& c, Worker& w, FaultRec& f) {
+  agent::Connection& a = agentOfRole(c.role);
+  const auto& facts = a.hello().facts;
+  const auto job = facts.find("slurm_job"), step = facts.find("slurm_step");
+  if (job == facts.end() || step == facts.end()) {
+    return Status(Code::kInvalidUsage, "scancel_step: the agent of host '" + a.host() +
+                                           "' runs in no Slurm step (no SLURM_JOB_ID and "
+                                           "SLURM_STEP_ID where it runs)");
+  }
+  const std::string scancel = chaos::onPath("scancel");
+  if (scancel.empty()) {
+    return Status(Code::kUnavailable, "scancel_step: no scancel on $PATH or in /usr/bin");
+  }
+  std::vector<std::string> argv = {scancel};
+  if (c.signal != 0) argv.push_back("--signal=" + c.signal_name.substr(3));  // SIGTERM: TERM
+  argv.push_back(job->second + "." + step->second);
+  // The step takes the host's agent with it: that loss is this fault's effect, not the harness's
+  // error (pump()), and the role ends (decided here, before the agent can report its exit).
+  ended_steps_.insert(a.host());
+  const bool was_killed = w.killed_by_scenario;
+  const int was_ending = w.ending_fault;
+  w.killed_by_scenario = true;
+  w.ending_fault = static_cast<int>(&f - res_.record.faults.data());
+  f.ends_role = true;
+  Status st = chaos::runProgram(argv, std::chrono::seconds(10));
+  if (!st.ok()) {
+    ended_steps_.erase(a.host());
+    w.killed_by_scenario = was_killed;
+    w.ending_fault = was_ending;
+    f.ends_role = false;
+    return st;
+  }
+  f.acked = rel(nowNs());
+  f.note = "scancel " + argv.back() + ": host '" + a.host() +
+           "' left with its step, so it is not audited for orphans (Slurm tears a cancelled "
+           "step's processes down)";
+  return Status::Ok();
 }
 
 Status Run::fifoCommand(Worker& w, FaultRec& f, const std::string& command) {

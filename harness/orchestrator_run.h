@@ -165,6 +165,8 @@ class Run {
   Status actOnNetwork(const ActionSpec& a, FaultRec& f);
   Status actOnRole(const ActionSpec& a, FaultRec& f);
   // A libfiu command through w's control fifo; kUnavailable when its build has no failpoints.
+  // scancel_step: `scancel [--signal=SIG] JOB.STEP` of the step that holds the role's agent.
+  Status scancelStep(const ScancelStep& c, Worker& w, FaultRec& f);
   Status fifoCommand(Worker& w, FaultRec& f, const std::string& command);
   // One command through the role's fifo, at its agent.
   Status fifoOn(Worker& w, const std::string& command);
@@ -205,9 +207,10 @@ class Run {
   // worker's process is released before its agent goes.
   std::map<std::string, std::unique_ptr<agent::Connection>> agents_;
   std::map<std::string, Worker> workers_;
-  std::map<std::string, std::string> addresses_;     // host -> its data-plane address
-  std::set<std::string> lost_agents_;                // hosts whose agent was lost (said once)
-  std::map<std::string, std::string> worker_paths_;  // host -> mw_worker there
+  std::map<std::string, std::string> addresses_;  // host -> its data-plane address
+  std::set<std::string> lost_agents_;             // hosts whose agent was lost (said once)
+  std::set<std::string> ended_steps_;  // hosts whose agent's Slurm step scancel_step ended
+  std::map<std::string, std::string> worker_paths_;          // host -> mw_worker there
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
   std::map<std::string, EventKind> state_;                   // world/role -> last event kind
   std::map<std::string, double> last_bytes_;                 // world/role -> last window's bytes

@@ -98,9 +98,16 @@ class Validator {
   void timeline(const LV* v, const std::string& w, Scenario& s);
 
   // A fault on a role's process (kill, pause, resume, restart, failpoint, clear_failpoint,
-  // remove_world, add_world), validated against the scenario's roles and worlds.
+  // remove_world, add_world, scancel_step), validated against the scenario's roles and worlds.
   Fault roleFaultOf(FaultKind kind, const LV& act, const std::string& aw, const std::string& path,
                     const Scenario& s);
+
+  // The action's "signal" as written (a number becomes its digits), or `fallback` when absent.
+  std::string signalText(const LV& act, const std::string& aw, const std::string& path,
+                         const std::string& fallback);
+  // scancel_step: an ending signal when one is named; the role has a host, and no other role.
+  ScancelStep scancelStep(const LV& act, const std::string& aw, const std::string& path,
+                          const Scenario& s, const std::string& role);
 
   Fault failpoint(FaultKind kind, const LV& act, const std::string& aw, const std::string& path,
                   const Scenario& s, const std::string& role);

@@ -76,6 +76,59 @@ void Validator::timeline(const LV* v, const std::string& w, Scenario& s) {
                    [](const ActionSpec& a, const ActionSpec& b) { return a.at < b.at; });
 }
 
+std::string Validator::signalText(const LV& act, const std::string& aw, const std::string& path,
+                                  const std::string& fallback) {
+  const LV* v = act.get("signal");
+  if (v == nullptr || v->t == LV::T::kNil) return fallback;
+  if (v->t == LV::T::kNum) {
+    auto n = whole(v, aw, path + " signal", 1, NSIG - 1);
+    return n ? std::to_string(*n) : fallback;  // a number in range but unknown is refused later
+  }
+  return str(v, aw, path + " signal").value_or(fallback);
+}
+
+ScancelStep Validator::scancelStep(const LV& act, const std::string& aw, const std::string& path,
+                                   const Scenario& s, const std::string& role) {
+  ScancelStep f{role};
+  const std::string sig = signalText(act, aw, path, "");
+  if (!sig.empty()) {
+    f.signal = signalNumber(sig, &f.signal_name);
+    // The step's processes get the signal, its agent among them: only a signal that ends a
+    // process by default, or one the agent ends on (TERM, INT, HUP), ends the step.
+    static const std::set<int> kEnding = {SIGKILL, SIGTERM, SIGINT,  SIGHUP,
+                                          SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2};
+    if (f.signal == 0) {
+      error(aw, path + ": scancel_step: unknown signal \"" + sig + "\"");
+    } else if (!kEnding.count(f.signal)) {
+      error(aw, path + ": scancel_step: " + f.signal_name +
+                    " does not end a step (its agent would stop or go on, not the role alone); "
+                    "use KILL, TERM, INT, HUP, QUIT, ABRT, USR1 or USR2, or pause(role) and "
+                    "kill(role, signal) for a role's process");
+    }
+  }
+  auto r = s.roles.find(role);
+  if (r == s.roles.end()) return f;
+  const std::string& host = r->second.host;
+  if (host.empty()) {
+    error(aw, path + ": scancel_step: role '" + role +
+                  "' has no host; a Slurm step holds a host's agent, so the role needs one "
+                  "(host = \"h1\")");
+    return f;
+  }
+  std::string others;
+  for (const auto& [name, other] : s.roles) {
+    if (name != role && other.host == host) others += (others.empty() ? "" : ", ") + name;
+  }
+  if (!others.empty()) {
+    error(aw, path + ": scancel_step: role '" + role + "' shares host '" + host + "' with " +
+                  others +
+                  "; one srun step holds all of a host's roles, so cancelling it would "
+                  "end them all: give '" +
+                  role + "' a host of its own");
+  }
+  return f;
+}
+
 Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& aw,
                              const std::string& path, const Scenario& s) {
   const std::string role = str(act.get("role"), aw, path + " role").value_or("");
@@ -99,19 +152,14 @@ Fault Validator::roleFaultOf(FaultKind kind, const LV& act, const std::string& a
   }
   switch (kind) {
     case FaultKind::kKill: {
-      std::string sig = "SIGKILL";
-      if (const LV* v = act.get("signal"); v != nullptr && v->t == LV::T::kNum) {
-        auto n = whole(v, aw, path + " signal", 1, NSIG - 1);
-        if (!n) return Kill{role};
-        sig = std::to_string(*n);  // a number in range but unknown is refused below
-      } else if (v != nullptr) {
-        sig = str(v, aw, path + " signal").value_or("SIGKILL");
-      }
       Kill k{role};
+      const std::string sig = signalText(act, aw, path, "SIGKILL");
       k.signal = signalNumber(sig, &k.signal_name);
       if (k.signal == 0) error(aw, path + ": kill: unknown signal \"" + sig + "\"");
       return k;
     }
+    case FaultKind::kScancelStep:
+      return scancelStep(act, aw, path, s, role);
     case FaultKind::kPause:
       return Pause{role};
     case FaultKind::kResume:

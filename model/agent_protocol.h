@@ -133,7 +133,9 @@ struct HelloReply {
   std::string host;  // uname's nodename
   int64_t pid = 0;
   std::string boot_id;  // /proc/sys/kernel/random/boot_id: equal means one kernel, one clock
-  std::map<std::string, std::string> facts;  // "root", "iptables", "tc", "nsenter", "gpus", ...
+  // "root", "iptables", "tc", "nsenter", "ip", "gpus"; in an srun step also "slurm_job" and
+  // "slurm_step" (scancel_step cancels that step).
+  std::map<std::string, std::string> facts;
 };
 struct CpuUse {
   std::string role;

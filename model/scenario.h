@@ -139,6 +139,14 @@ struct AddWorld {
   std::string role;
   std::string world;
 };
+// Slurm's own cancel of the srun step that holds the role's host agent, through slurmctld
+// (`scancel JOB.STEP`, or `scancel --signal=SIG JOB.STEP` when a signal is named): the role, alone
+// on its host, ends with the step. Only with the slurm launcher (docs/hosts.md).
+struct ScancelStep {
+  std::string role;
+  int signal = 0;           // 0: Slurm's cancel (SIGCONT, SIGTERM, SIGKILL after KillWait)
+  std::string signal_name;  // "" with signal 0
+};
 // On simulated hosts:
 struct Partition {
   std::vector<std::string> a, b;  // from a to b (and back unless oneway)
@@ -160,7 +168,7 @@ struct Delay {
 };
 
 using Fault = std::variant<Kill, Pause, Resume, Restart, Failpoint, ClearFailpoint, RemoveWorld,
-                           AddWorld, Partition, Heal, Loss, Bandwidth, Delay>;
+                           AddWorld, ScancelStep, Partition, Heal, Loss, Bandwidth, Delay>;
 
 // The kinds of Fault, in the order of its alternatives: FaultKind(fault.index()).
 enum class FaultKind : uint8_t {
@@ -172,6 +180,7 @@ enum class FaultKind : uint8_t {
   kClearFailpoint,
   kRemoveWorld,
   kAddWorld,
+  kScancelStep,
   kPartition,
   kHeal,
   kLoss,

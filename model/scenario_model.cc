@@ -104,9 +104,9 @@ std::optional<uint64_t> parseBytes(const std::string& text) {
 namespace {
 
 constexpr const char* kFaultNames[] = {
-    "kill",         "pause",     "resume",    "restart", "failpoint", "clear_failpoint",
-    "remove_world", "add_world", "partition", "heal",    "loss",      "bandwidth",
-    "delay"};
+    "kill",         "pause",     "resume",       "restart",   "failpoint", "clear_failpoint",
+    "remove_world", "add_world", "scancel_step", "partition", "heal",      "loss",
+    "bandwidth",    "delay"};
 static_assert(std::size(kFaultNames) == kFaultKinds, "a name for every Fault alternative");
 
 std::string hostList(const std::vector<std::string>& v) {
@@ -163,6 +163,9 @@ std::string ActionSpec::describe() const {
           [](const ClearFailpoint& f) { return "clear failpoint " + f.point + " in " + f.role; },
           [](const RemoveWorld& f) { return "remove_world " + f.world + " in " + f.role; },
           [](const AddWorld& f) { return "add_world " + f.world + " in " + f.role; },
+          [](const ScancelStep& f) {
+            return "scancel_step " + f.role + (f.signal ? " " + f.signal_name : "");
+          },
           [](const Partition& f) {
             return std::string(f.loud ? "loud" : "silent") + (f.oneway ? " one-way" : "") +
                    " partition " + hostList(f.a) + (f.oneway ? " -> " : " | ") + hostList(f.b);

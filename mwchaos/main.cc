@@ -25,6 +25,7 @@
 #include "agent/server.h"
 #include "harness/hosts_check.h"
 #include "harness/inventory_loader.h"
+#include "harness/launchers.h"
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
 #include "model/expectations.h"
@@ -198,14 +199,26 @@ std::vector<std::string> scenarioHosts(const Scenario& s) {
   return {hosts.begin(), hosts.end()};
 }
 
-// Loads the inventory of --hosts into `inventory` and binds every loaded scenario's hosts with it;
+// Loads the inventory of --hosts into `inventory` and binds every loaded scenario's hosts with it
+// (launcherFits, then bindScenario); without --hosts, and `running`, checks launcherFits alone;
 // prints what is wrong ("file:line: field: what", or the scenario and the host not bound). Returns
 // kExitUsage when anything is, else kExitPass (also without --hosts: `inventory` stays empty);
 // kExitInterrupted when a signal stopped the inventory's code. `unbound`, when given, receives the
 // files of the scenarios it could not bind.
 int loadHosts(const Cli& cli, const std::vector<std::pair<std::string, LoadedScenario>>& loaded,
-              std::optional<Inventory>* inventory, std::set<std::string>* unbound = nullptr) {
-  if (cli.hosts.empty()) return kExitPass;
+              std::optional<Inventory>* inventory, bool running,
+              std::set<std::string>* unbound = nullptr) {
+  if (cli.hosts.empty()) {
+    if (!running) return kExitPass;  // validate: the file alone
+    int rc = kExitPass;  // run: a fault that needs a launcher is refused before anything starts
+    for (const auto& entry : loaded) {
+      if (mw::Status fits = launcherFits(entry.second.scenario, nullptr); !fits.ok()) {
+        rc = kExitUsage;
+        std::fprintf(stderr, "%s\n", fits.message().c_str());
+      }
+    }
+    return rc;
+  }
   InventoryLoad r = loadInventory(cli.hosts, cli.load.lua, InventoryEnv::fromProcess());
   if (!r.inventory) {
     printErrors(r.errors);
@@ -214,12 +227,16 @@ int loadHosts(const Cli& cli, const std::vector<std::pair<std::string, LoadedSce
   int rc = kExitPass;
   std::set<std::string> said;  // a message of the inventory alone (no allocation) is said once
   for (const auto& [file, l] : loaded) {
-    auto bound = bindScenario(*r.inventory, scenarioHosts(l.scenario));
-    if (!bound.ok()) {
+    // launcherFits names the fault's file:line itself; bindScenario names no file.
+    mw::Status fits = launcherFits(l.scenario, &*r.inventory);
+    mw::Status bound = bindScenario(*r.inventory, scenarioHosts(l.scenario)).status();
+    if (!fits.ok() || !bound.ok()) {
       rc = kExitUsage;
       if (unbound != nullptr) unbound->insert(file);
-      if (!said.insert(bound.status().message()).second) continue;
-      std::fprintf(stderr, "%s: %s\n", file.c_str(), bound.status().message().c_str());
+    }
+    if (!fits.ok()) std::fprintf(stderr, "%s\n", fits.message().c_str());
+    if (!bound.ok() && said.insert(bound.message()).second) {
+      std::fprintf(stderr, "%s: %s\n", file.c_str(), bound.message().c_str());
     }
   }
   *inventory = std::move(r.inventory);
@@ -242,7 +259,7 @@ int validate(const Cli& cli) {
   if (rc == kExitInterrupted) return rc;
   std::optional<Inventory> inventory;  // --hosts: checked with every scenario loaded
   std::set<std::string> unbound;
-  const int hosts_rc = loadHosts(cli, loaded, &inventory, &unbound);
+  const int hosts_rc = loadHosts(cli, loaded, &inventory, false, &unbound);
   if (hosts_rc == kExitInterrupted) return hosts_rc;
   rc = combineExit(rc, hosts_rc);
   if (hosts_rc != kExitPass && !inventory) return rc;  // no scenario was checked with --hosts
@@ -316,7 +333,7 @@ int run(const Cli& cli) {
   int rc = loadAll(cli, &loaded);
   if (rc != kExitPass) return rc;
   std::optional<Inventory> inventory;  // --hosts
-  if ((rc = loadHosts(cli, loaded, &inventory)) != kExitPass) return rc;
+  if ((rc = loadHosts(cli, loaded, &inventory, true)) != kExitPass) return rc;
   const std::string worker = workerPath(cli);
   if (::access(worker.c_str(), X_OK) != 0) {
     std::fprintf(stderr,

@@ -47,7 +47,10 @@ Verdict judge(const Scenario& s, const RunRecord& r, const std::string& name, co
   // When the harness saw that happen kKernelLate or more after the signal (a starved machine),
   // detection counts from then. Not below: the harness's own view of the close lags it by its
   // scheduling delay, which would credit the survivors with time they did not save.
-  const bool kernel_late = cause.ends_role && cause.gone - cause.sent >= kKernelLate;
+  // Not for scancel_step: its `gone` is when the step's agent was seen to go, and the path from
+  // scancel through slurmctld and slurmd is the fault itself (detection counts from scancel).
+  const bool kernel_late = cause.ends_role && cause.kind != FaultKind::kScancelStep &&
+                           cause.gone - cause.sent >= kKernelLate;
   // Likewise a network fault is in force once its last rule is in (acked): when the harness
   // took kKernelLate or more to put its rules in place (a starved machine; 236 ms was seen for
   // a loud partition whose rules usually take 34 ms), detection counts from then.

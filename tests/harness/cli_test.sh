@@ -88,6 +88,15 @@ expect_rc 2 "--hosts, host not bound" "$mwchaos" validate --hosts "$work/two_hos
 expect_out "--hosts, host not bound" "^$partition: the scenario's host h2 is not in $work/two_hosts.lua \(it binds h0, h1\)"
 printf 'return { launcher = "ssh", hosts = { h0 = "n0", h1 = "n1", h2 = "n2" } }\n' >"$work/hosts.lua"
 expect_rc 0 "--hosts, every host bound" "$mwchaos" validate --hosts "$work/hosts.lua" "$partition"
+# scancel_step (a Slurm step's cancel) is valid in a file, but runs only with launcher "slurm".
+scancel=$src/tests/hosts/scenarios/hosts_scancel.lua
+expect_rc 0 "scancel_step validates without --hosts" "$mwchaos" validate "$scancel"
+expect_rc 2 "scancel_step run without --hosts" "$mwchaos" run -q -o "$work/never" "$scancel"
+expect_out "scancel_step run without --hosts" \
+  "^$scancel:18: scancel_step needs the slurm launcher .*run it with --hosts and an inventory of launcher = \"slurm\""
+expect_rc 2 "scancel_step with the ssh launcher" "$mwchaos" validate --hosts "$work/hosts.lua" "$scancel"
+expect_out "scancel_step with the ssh launcher" "^$scancel:18: .*the inventory's launcher is \"ssh\""
+[[ -e $work/never ]] && fail "a refused run wrote $work/never"
 expect_rc 2 "--hosts for report" "$mwchaos" report --hosts "$work/hosts.lua" x.json
 expect_out "--hosts for report" "--hosts is for run, validate and hosts check, not report"
 expect_rc 2 "hosts check without --hosts" "$mwchaos" hosts check
@@ -127,6 +136,9 @@ check_invalid unknown_role.lua 6 "no role 'nobody'"
 check_invalid lua_error.lua 2 "attempt to perform arithmetic"
 check_invalid no_scenario.lua 1 "exactly once \(found 0\)"
 check_invalid bad_signal.lua 5 "unknown signal \"SIGWHATEVER\""
+check_invalid scancel_no_host.lua 5 "scancel_step: role 'b' has no host; a Slurm step holds a host's agent"
+check_invalid scancel_shared_host.lua 6 "scancel_step: role 'b' shares host 'h2' with c; one srun step holds all"
+check_invalid scancel_stop.lua 5 "scancel_step: SIGSTOP does not end a step"
 check_invalid posix_write.lua 6 "POSIX point 'posix/io/rw/write' is not offered \(the worker's control fifo.*POSIX points: posix/io/rw/writev, "
 check_invalid posix_no_errno.lua 6 "mode.failnum: unknown field"
 check_invalid binary_chunk.lua 3 "attempt to load a binary chunk"

@@ -19,7 +19,7 @@ Inventory sshInventory() {
   inv.ssh.identity = "/k/id";
   inv.ssh.options = {"ConnectTimeout=5"};
   inv.agent = "/opt/mw/bin/mwchaos";
-  inv.hosts = {{"h1", "node7", "", ""}, {"h2", "node8", "10.0.0.8", "eth1"}};
+  inv.hosts = {{"h1", "node7", "", "", {}}, {"h2", "node8", "10.0.0.8", "eth1", {}}};
   inv.hosts[1].wrap = {"unshare", "--time", "--monotonic", "2"};
   return inv;
 }
@@ -45,6 +45,33 @@ TEST_CASE("the srun step starts the agent under the host's wrap", "[harness][lau
   CHECK(srunArgv(inv, inv.hosts[0]) == Words{"srun", "--overlap", "-N1", "-n1", "-u", "-w", "gpu5",
                                              "--jobid=42", "taskset", "-c", "0", "mwchaos", "agent",
                                              "--stdio"});
+}
+
+TEST_CASE("scancel_step runs only with the slurm launcher, and says where it is written",
+          "[harness][launchers]") {
+  Scenario s;
+  s.roles["b"].host = "h1";
+  ActionSpec a;
+  a.fault = ScancelStep{"b"};
+  a.where = "cancel.lua:7";
+  s.timeline.push_back(a);
+  const auto none = launcherFits(s, nullptr);
+  CHECK(none.code() == Code::kInvalidArgument);
+  CHECK(none.message() ==
+        "cancel.lua:7: scancel_step needs the slurm launcher (a Slurm step per host): run it with "
+        "--hosts and an inventory of launcher = \"slurm\" (docs/hosts.md)");
+  const Inventory ssh = sshInventory();
+  CHECK(launcherFits(s, &ssh).message() ==
+        "cancel.lua:7: scancel_step needs the slurm launcher (a Slurm step per host): the "
+        "inventory's launcher is \"ssh\"");
+  // planLaunches refuses the same way, before any agent is planned.
+  auto plan = planLaunches(s, &ssh, "mwchaos", "mw_worker", nullptr, nullptr);
+  CHECK(plan.status().message() == launcherFits(s, &ssh).message());
+  Inventory slurm;
+  slurm.launcher = Launcher::kSlurm;
+  CHECK(launcherFits(s, &slurm).ok());
+  s.timeline[0].fault = Kill{"b"};  // any other fault runs anywhere
+  CHECK(launcherFits(s, nullptr).ok());
 }
 
 TEST_CASE("a wrap word a remote shell would read as more is refused, naming it",

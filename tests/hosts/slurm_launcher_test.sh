@@ -8,6 +8,8 @@
 # 1. A kill (hosts_kill.lua) and a partition that heals (net_partition_heals.lua) pass, every
 #    host's agent reached through srun. The partition cuts the data plane only: the steps' srun
 #    traffic (SrunPortRange, exempt) goes on, so the agents' pipes stay up through it.
+#    scancel_step (hosts_scancel.lua) ends the steps of b's and c's hosts through slurmctld
+#    (Slurm's cancel; --signal=KILL): each ends its role alone, the others run to the end.
 # 2. No node is marked down or not responding afterwards, and the job ends COMPLETED.
 #
 # usage: slurm_launcher_test.sh MWCHAOS SOURCE_DIR SCRATCH_DIR
@@ -43,7 +45,8 @@ EOF
 # 1. The scenarios inside an allocation of the three nodes.
 #    Through tests/run_scenario.sh, as every scenario of the suite: an inconclusive throughput
 #    verdict (the machine's noise larger than the margin) is run again twice at most, counted.
-scenarios=("$here/scenarios/hosts_kill.lua" "$src/scenarios/net_partition_heals.lua")
+scenarios=("$here/scenarios/hosts_kill.lua" "$src/scenarios/net_partition_heals.lua"
+  "$here/scenarios/hosts_scancel.lua")
 rc=0
 timeout -s KILL 300 salloc -N3 -w h1,h2,h3 -J mwchaos-test \
   "$src/tests/run_scenario.sh" "$mwchaos" --hosts "$work/slurm.lua" -o "$work/out" "${scenarios[@]}" \
@@ -54,12 +57,32 @@ run_pid=""
 cat "$work/run.log"
 [[ $rc == 0 ]] || fail "the scenarios through srun: exit $rc, expected 0"
 reports=("$work"/out/*/report.json)
-[[ ${#reports[@]} == 2 && -f ${reports[0]} ]] || fail "expected 2 reports, found: ${reports[*]}"
+[[ ${#reports[@]} == 3 && -f ${reports[0]} ]] || fail "expected 3 reports, found: ${reports[*]}"
 for report in "${reports[@]}"; do
   [[ -f $report ]] || continue
   launchers=$(python3 -c 'import json,sys; print(" ".join(sorted({h["launcher"] for h in json.load(open(sys.argv[1]))["run"]["hosts"]})))' "$report")
   [[ $launchers == slurm ]] || fail "$report: hosts reached by '$launchers', expected slurm only"
 done
+
+# scancel_step ended exactly its role each time: b (Slurm's cancel) and c (--signal=KILL), each
+# through scancel of its host's step; leader and a ran to the end.
+scancel=$work/out/hosts_scancel/report.json
+if [[ -f $scancel ]]; then
+  ended=$(python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))["run"]
+for f in r["faults"]:
+    print(f["action"].replace(" ", "_"), f["outcome"], f["ends_role"], f["note"].split(" ")[0])
+for w in sorted(r["workers"], key=lambda w: w["role"]):
+    print(w["role"], w["exit"].replace(" ", "_"), w["killed_by_scenario"])' "$scancel" 2>&1)
+  echo "scancel_step: $(tr '\n' ';' <<<"$ended")"
+  want='scancel_step_b ok True scancel
+scancel_step_c_SIGKILL ok True scancel
+a exited_0 False
+b lost_with_its_agent True
+c lost_with_its_agent True
+leader exited_0 False'
+  [[ $ended == "$want" ]] || fail "scancel_step should end b and c alone, each by scancel of its step: $ended"
+fi
 
 # 2. The partition marked no node down, and the job ended as it should.
 states=$(sinfo -h -N -o '%N %T' 2>&1)
@@ -73,4 +96,4 @@ if ((failures)); then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "a kill and a healed partition pass through srun; no node was marked down"
+echo "a kill, a healed partition and a cancelled step pass through srun; no node was marked down"

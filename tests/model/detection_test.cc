@@ -79,6 +79,29 @@ TEST_CASE("detection counts from when the kernel closed a killed process's socke
   CHECK_THAT(v[0].message, Catch::Contains("sockets 500 ms later"));
 }
 
+TEST_CASE("detection after scancel_step counts from scancel, Slurm's path included",
+          "[model][checkers]") {
+  Scenario s = leaderAnd(1);
+  s.expect.detected_within = Ms(100);
+  RunRecord r = emptyRun();
+  // The step's agent was seen to go 500 ms after scancel: slurmctld and slurmd took that long,
+  // which is the fault's own time, not the kernel's lateness.
+  FaultRec cancel = fault(FaultKind::kScancelStep, "a1", 2.0, {"w1"});
+  cancel.gone = 2.5;
+  r.faults.push_back(cancel);
+  r.events.push_back(event(EventKind::kBroken, 2.530, "leader", "w1"));
+  auto v = checks::detection(s, r);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].status == VerdictStatus::kFail);
+  CHECK(v[0].measured == "530 ms");
+  CHECK(v[0].message ==
+        "'scancel_step a1' at 2.000 s; the last survivor to detect it was leader after 530 ms");
+  // The member whose step ended is not a survivor: a break it reports is not counted.
+  r.events.push_back(event(EventKind::kBroken, 2.010, "a1", "w1"));
+  v = checks::detection(s, r);
+  CHECK(v[0].measured == "530 ms");
+}
+
 TEST_CASE("detection fails a member that never saw the break and a break before any fault",
           "[model][checkers]") {
   Scenario s = leaderAnd(2);

@@ -53,7 +53,8 @@ inline FaultRec fault(FaultKind kind, const std::string& role, double t,
   f.sent = f.acked = t;
   f.outcome = FaultOutcome::kOk;
   f.worlds = std::move(worlds);
-  f.ends_role = kind == FaultKind::kKill || kind == FaultKind::kRestart;
+  f.ends_role =
+      kind == FaultKind::kKill || kind == FaultKind::kRestart || kind == FaultKind::kScancelStep;
   return f;
 }
 
