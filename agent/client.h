@@ -54,13 +54,19 @@ class Connection {
   // handshake() may run on any thread, once.
   static Result<std::unique_ptr<Connection>> spawn(const LaunchSpec& spec);
   Status handshake(std::chrono::milliseconds limit);
+  // start() for many agents at once: every launcher command is started on the calling thread
+  // (which must outlive the connections, as spawn's), then every handshake runs on a thread of
+  // its own, so the wait is the slowest agent's, not their sum. One result per spec, in order.
+  static std::vector<Result<std::unique_ptr<Connection>>> startAll(
+      const std::vector<LaunchSpec>& specs, std::chrono::milliseconds limit);
   ~Connection();  // bye() unless done, then kills the launcher command
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Sends `request` and waits up to `limit` for its answer, relaying the events that come
-  // meanwhile to their RemoteProcesses. The answer's own status when it is an error;
-  // kUnavailable when the agent is gone; kTimeout.
+  // Sends `request` and waits up to `limit`, or the lease when that is longer, for its answer,
+  // relaying the events that come meanwhile to their RemoteProcesses. The answer's own status
+  // when it is an error; kUnavailable when the agent is gone; kTimeout, and the agent counts as
+  // lost, when no answer came.
   Result<Reply> call(Message request, std::chrono::milliseconds limit = std::chrono::seconds(10));
 
   // `hook` runs on the calling thread each time call() wakes while it waits (at least every

@@ -33,28 +33,24 @@ std::string yes(const std::map<std::string, std::string>& facts, const std::stri
 
 int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
   std::vector<agent::LaunchSpec> specs;
-  const std::vector<PortRange> exempt = exemptPorts(inv);
   if (simulatedHosts(&inv)) {
     agent::LaunchSpec s;
     s.host = "local";
     s.launcher = launcherName(inv.launcher);
     s.argv = {agent_path, "agent", "--stdio"};
+    s.lease_ms = inv.lease_ms;
+    s.exempt = exemptPorts(inv);
     specs.push_back(s);
   } else {
-    for (const auto& h : hostsOf(inv)) {
-      agent::LaunchSpec s;
-      s.host = h.name;
-      s.launcher = launcherName(inv.launcher);
-      s.argv = inv.launcher == Launcher::kSsh ? sshArgv(inv, h) : srunArgv(inv, h);
-      specs.push_back(s);
-    }
+    for (const auto& h : hostsOf(inv)) specs.push_back(launchSpecFor(inv, h));
   }
+  // All at once: a cluster's check waits for its slowest host, not for the sum of them.
+  auto started = agent::Connection::startAll(specs, 30s);
   int rc = 0;
-  for (auto& spec : specs) {
-    spec.lease_ms = inv.lease_ms;
-    spec.exempt = exempt;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const agent::LaunchSpec& spec = specs[i];
+    auto& c = started[i];
     std::fprintf(out, "%s (%s):\n", spec.host.c_str(), spec.launcher.c_str());
-    auto c = agent::Connection::start(spec, 30s);
     if (!c.ok()) {
       std::fprintf(out, "  unreachable: %s\n", c.status().message().c_str());
       rc = 1;

@@ -28,6 +28,16 @@ std::vector<std::string> srunArgv(const Inventory& inv, const InventoryHost& h) 
   return argv;
 }
 
+agent::LaunchSpec launchSpecFor(const Inventory& inv, const InventoryHost& h) {
+  agent::LaunchSpec spec;
+  spec.host = h.name;
+  spec.launcher = launcherName(inv.launcher);
+  spec.argv = inv.launcher == Launcher::kSsh ? sshArgv(inv, h) : srunArgv(inv, h);
+  spec.lease_ms = inv.lease_ms;
+  spec.exempt = exemptPorts(inv);
+  return spec;
+}
+
 std::string workerBeside(const std::string& agent) {
   const size_t slash = agent.rfind('/');
   return slash == std::string::npos ? "mw_worker" : agent.substr(0, slash + 1) + "mw_worker";
@@ -80,7 +90,7 @@ Result<std::vector<HostLaunch>> planLaunches(
     if (!bound.ok()) return bound.status();
     for (const auto& b : *bound) {
       HostLaunch l = base(b.name, launcherName(inv->launcher));
-      l.spec.argv = inv->launcher == Launcher::kSsh ? sshArgv(*inv, b) : srunArgv(*inv, b);
+      l.spec = launchSpecFor(*inv, b);
       // The data plane's address: given, or the target's host part (user@ dropped).
       l.address = !b.address.empty() ? b.address : b.target.substr(b.target.find('@') + 1);
       l.worker_path = workerBeside(inv->agent);

@@ -35,6 +35,10 @@ std::vector<std::string> sshArgv(const Inventory& inv, const InventoryHost& h);
 // The srun step that starts the agent on node `h.target` of the allocation, under h.wrap.
 std::vector<std::string> srunArgv(const Inventory& inv, const InventoryHost& h);
 
+// How to start the agent of inventory host `h` with an ssh or slurm inventory: its command
+// (sshArgv or srunArgv), the inventory's lease and the control plane's exempt ports.
+agent::LaunchSpec launchSpecFor(const Inventory& inv, const InventoryHost& h);
+
 // The mw_worker program beside `agent` (a path), or "mw_worker" on PATH when `agent` is a name.
 std::string workerBeside(const std::string& agent);
 

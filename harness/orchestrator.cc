@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -334,21 +333,9 @@ void Run::startAgents() {
   // it), then all are waited for at once, each handshake on a thread of its own: a run over many
   // hosts waits for the slowest ssh or srun, not for their sum. A failure is reported once all
   // have answered or timed out; the started ones then say bye as they go.
-  std::vector<Result<std::unique_ptr<agent::Connection>>> spawned;
-  spawned.reserve(plan->size());
-  for (const auto& launch : *plan) spawned.push_back(agent::Connection::spawn(launch.spec));
-  std::vector<std::future<Status>> handshakes;
-  handshakes.reserve(plan->size());
-  for (auto& c : spawned) {
-    if (!c.ok()) continue;
-    handshakes.push_back(
-        std::async(std::launch::async, [conn = c->get()] { return conn->handshake(kAgentStart); }));
-  }
-  for (size_t i = 0, next = 0; i < spawned.size(); ++i) {
-    if (!spawned[i].ok()) continue;
-    Status s = handshakes[next++].get();
-    if (!s.ok()) spawned[i] = s;
-  }
+  std::vector<agent::LaunchSpec> specs;
+  for (const auto& launch : *plan) specs.push_back(launch.spec);
+  auto spawned = agent::Connection::startAll(specs, kAgentStart);
   for (size_t i = 0; i < plan->size(); ++i) {
     const HostLaunch& launch = (*plan)[i];
     const std::string& host = launch.host;
