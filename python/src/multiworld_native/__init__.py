@@ -29,6 +29,9 @@ The API:
   in asyncio (a thread of the loop's default executor waits, GIL released).
   :func:`wait_any` waits for the first of several.
 
+``multiworld_native.torch`` (imported on its own) gives a world as a ``torch.distributed``
+process group: ``process_group(manager, world)`` (docs/python.md, "PyTorch process groups").
+
 Tensors are torch tensors (or anything exporting ``__dlpack__``) of dtype float32, float64,
 int32, int64, float16, bfloat16 or uint8, contiguous, on the CPU (gloo) or a CUDA device (nccl).
 Operations use their memory in place, without copies; a tensor stays referenced until its

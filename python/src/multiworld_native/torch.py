@@ -1,0 +1,306 @@
+"""A world as a ``torch.distributed`` process group (issue 25, first part; docs/python.md,
+"PyTorch process groups").
+
+``process_group(manager, world)`` returns a :class:`WorldProcessGroup`, a Python subclass of
+``torch.distributed.ProcessGroup`` whose operations run on the world through the native
+runtime. Pass it as ``group=`` to ``dist.*`` calls, without ``init_process_group``:
+
+    pg = multiworld_native.torch.process_group(manager, "train")
+    dist.all_reduce(t, group=pg)                     # raises BrokenWorldError if "train" breaks
+    work = dist.broadcast(t, src=0, group=pg, async_op=True)
+    work.wait()
+
+Every operation returns a torch ``Work`` whose ``wait()`` returns True once the operation is
+done, or raises :class:`~multiworld_native.BrokenWorldError` (``world``, ``cause``, ``rank``,
+``detected_at``) when the world broke; it never hangs past the break. ``get_future()`` completes
+the same way without anyone calling ``wait()``.
+
+Ranks: the group's ranks are the world's. Without a default group, ``dist.*`` takes the
+group's ranks as global ranks (``src=``, ``dst=``); that map is the one private structure of
+torch this module touches (``_register_ranks``), tested by version.
+
+Not yet (torch 1.13): waits made from C++ on a Python ``Work``, as DistributedDataParallel's
+parameter check and bucket reduction make them, are not routed to Python and can hang, so DDP
+does not run on these groups yet; ``dist.get_rank(pg)``, ``dist.gather`` and ``dist.scatter``
+ask for a default group (use ``pg.rank()``, and the Communicator's gather and scatter); ``all_to_all_single`` with split sizes; a receive from any source.
+
+Thread rules: a group may be used from any thread, as the world's communicator may; operations
+of one world are ordered as the runtime orders them (docs/python.md).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import threading
+
+import torch
+import torch.distributed as dist
+from torch.futures import Future
+
+from . import _core
+from .errors import MultiworldError
+
+_c10d = torch._C._distributed_c10d
+
+#: The torch versions this module is tested with (docs/python.md).
+TESTED_TORCH = ("1.13",)
+
+_OPS = {}
+
+
+def _reduce_op(op):
+    """The runtime's name of a ``dist.ReduceOp``; ValueError for those it lacks."""
+    if not _OPS:
+        _OPS.update({dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "prod",
+                     dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max"})
+    for k, v in _OPS.items():
+        if op == k:
+            return v
+    raise ValueError(f"multiworld process group: reduce op {op} is not supported "
+                     "(SUM, PRODUCT, MIN and MAX are)")
+
+
+# Completions: one thread waits for each operation in flight (the native wait releases the GIL),
+# then completes its torch future. Threads are made as operations need them and kept 10 s idle.
+class _Waiters:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pool = None
+
+    def submit(self, fn):
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=64, thread_name_prefix="mw-torch-wait")
+            return self._pool.submit(fn)
+
+
+_waiters = _Waiters()
+
+
+class _Work(_c10d.Work):
+    """A torch ``Work`` for one native operation: completed by a waiter thread, then `after`
+    (copies into the caller's tensors) runs before the future gets `result`."""
+
+    def __init__(self, native, result, after=None):
+        super().__init__()
+        self._fut = Future()
+        self._result = result
+
+        def complete():
+            try:
+                native.wait()
+                if after is not None:
+                    after()
+            except BaseException as e:  # noqa: BLE001 - handed to the future
+                # Without this thread's traceback: its frame holds this Work, whose future would
+                # hold the error back, a cycle through torch's future that no collector breaks.
+                self._fut.set_exception(e.with_traceback(None))
+                return
+            self._fut.set_result(self._result)
+
+        _waiters.submit(complete)
+
+    def wait(self, timeout=None):
+        """True once done; raises BrokenWorldError (or the operation's error) otherwise."""
+        error = self.exception_or_none()
+        if error is not None:
+            # A copy: raising the future's own object would grow its traceback with the
+            # caller's frames, which hold this Work: a cycle through torch's future again.
+            raise copy.copy(error)
+        return True
+
+    def exception_or_none(self):
+        """Waits, then gives the operation's error, or None."""
+        try:
+            self._fut.wait()
+            return None
+        except BaseException as e:  # noqa: BLE001
+            return e.with_traceback(None)
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        return self._fut.done() and self.exception_or_none() is None
+
+    def exception(self):
+        return self.exception_or_none() if self._fut.done() else None
+
+    def result(self):
+        self.wait()
+        return self._result
+
+    def get_future(self):
+        return self._fut
+
+
+def _one(tensors, what):
+    if len(tensors) != 1:
+        raise ValueError(f"multiworld process group: {what} takes one tensor per rank "
+                         f"(got {len(tensors)})")
+    return tensors[0]
+
+
+class WorldProcessGroup(dist.ProcessGroup):
+    """A ``torch.distributed.ProcessGroup`` backed by one world of a ``WorldManager``."""
+
+    def __init__(self, manager, world):
+        info = manager.world(world)
+        if info is None:
+            raise ValueError(f"multiworld process group: no world '{world}' in this manager")
+        super().__init__(info.rank, info.size)
+        self._manager = manager
+        self._comm = _core.Communicator(manager)
+        self._world = world
+        self._rank = info.rank
+        self._size = info.size
+
+    @property
+    def world(self):
+        """The world's name."""
+        return self._world
+
+    def close(self):
+        """Forgets the group in torch's rank map (the world stays; remove it with the manager).
+        Idempotent. A group not closed lives as long as that map: the process."""
+        ranks = getattr(dist.distributed_c10d, "_pg_group_ranks", {})
+        ranks.pop(self, None)
+
+    def getBackendName(self):  # noqa: N802 - torch's name
+        return "multiworld"
+
+    # ---- collectives ----
+
+    def allreduce(self, tensors, opts=None):
+        t = _one(tensors, "allreduce")
+        op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        return _Work(self._comm.all_reduce(self._world, t, op=op, async_op=True), tensors)
+
+    def broadcast(self, tensors, opts=None):
+        t = _one(tensors, "broadcast")
+        root = opts.rootRank if opts is not None else 0
+        return _Work(self._comm.broadcast(self._world, t, root, async_op=True), tensors)
+
+    def reduce(self, tensors, opts=None):
+        t = _one(tensors, "reduce")
+        return _Work(self._comm.reduce(self._world, t, opts.rootRank,
+                                       op=_reduce_op(opts.reduceOp), async_op=True), tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "allgather").contiguous()
+        outs = _one(output_tensors, "allgather")
+        if len(outs) != self._size:
+            raise ValueError(f"multiworld process group: allgather needs {self._size} output "
+                             f"tensors (got {len(outs)})")
+        flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
+
+        def after():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i])
+
+        return _Work(self._comm.all_gather(self._world, flat, t, async_op=True),
+                     output_tensors, after)
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 - torch's name
+        return _Work(self._comm.all_gather(self._world, output, input, async_op=True), [output])
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "reduce_scatter")
+        ins = _one(input_tensors, "reduce_scatter")
+        if len(ins) != self._size:
+            raise ValueError(f"multiworld process group: reduce_scatter needs {self._size} "
+                             f"input tensors (got {len(ins)})")
+        flat = torch.stack([i.contiguous() for i in ins])
+        return _Work(self._comm.reduce_scatter(self._world, out, flat,
+                                               op=_reduce_op(opts.reduceOp), async_op=True),
+                     output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 - torch's name
+        return _Work(self._comm.reduce_scatter(self._world, output, input,
+                                               op=_reduce_op(opts.reduceOp), async_op=True),
+                     [output])
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "gather").contiguous()
+        root = opts.rootRank
+        if self._rank != root:
+            return _Work(self._comm.gather(self._world, None, t, root, async_op=True),
+                         output_tensors)
+        outs = _one(output_tensors, "gather")
+        flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
+
+        def after():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i])
+
+        return _Work(self._comm.gather(self._world, flat, t, root, async_op=True),
+                     output_tensors, after)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "scatter")
+        root = opts.rootRank
+        flat = None
+        if self._rank == root:
+            flat = torch.stack([i.contiguous() for i in _one(input_tensors, "scatter")])
+        return _Work(self._comm.scatter(self._world, out, flat, root, async_op=True),
+                     output_tensors)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        if len(input_tensors) != self._size or len(output_tensors) != self._size:
+            raise ValueError(f"multiworld process group: alltoall needs {self._size} input and "
+                             "output tensors")
+        flat_in = torch.stack([i.contiguous() for i in input_tensors])
+        flat_out = torch.empty_like(flat_in)
+
+        def after():
+            for i, o in enumerate(output_tensors):
+                o.copy_(flat_out[i])
+
+        return _Work(self._comm.all_to_all(self._world, flat_out, flat_in, async_op=True),
+                     output_tensors, after)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,  # noqa: A002
+                      opts=None):
+        if list(output_split_sizes) or list(input_split_sizes):
+            raise ValueError("multiworld process group: all_to_all_single with split sizes is "
+                             "not supported (equal blocks are)")
+        return _Work(self._comm.all_to_all(self._world, output, input, async_op=True), [output])
+
+    def barrier(self, opts=None):
+        return _Work(self._comm.barrier(self._world, async_op=True), [])
+
+    # ---- point to point ----
+
+    def send(self, tensors, dst, tag=0):
+        t = _one(tensors, "send")
+        return _Work(self._comm.isend(self._world, t, dst, tag=tag), tensors)
+
+    def recv(self, tensors, src, tag=0):
+        t = _one(tensors, "recv")
+        return _Work(self._comm.irecv(self._world, t, src, tag=tag), tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise MultiworldError("multiworld process group: a receive from any source is not "
+                              "supported; name the peer", "unsupported")
+
+
+def _register_ranks(pg):
+    """Makes ``dist.*`` map ranks of `pg` as its own (global rank i is group rank i): torch 1.13
+    reads ``distributed_c10d._pg_group_ranks[group]`` for ``src=``/``dst=`` of rooted calls."""
+    ranks = getattr(dist.distributed_c10d, "_pg_group_ranks", None)
+    if ranks is None:
+        raise MultiworldError(f"torch {torch.__version__}: no distributed_c10d._pg_group_ranks "
+                              f"(tested with {', '.join(TESTED_TORCH)})", "unsupported")
+    ranks[pg] = {r: r for r in range(pg.size())}
+
+
+def process_group(manager, world):
+    """A ``torch.distributed.ProcessGroup`` for world `world` of `manager` (joined already).
+    ValueError when the manager has no such world."""
+    if not dist.is_available():
+        raise MultiworldError("this torch has no torch.distributed", "unsupported")
+    pg = WorldProcessGroup(manager, world)
+    _register_ranks(pg)
+    return pg
