@@ -89,7 +89,8 @@ Result<std::vector<HostLaunch>> planLaunches(
     auto bound = bindScenario(*inv, hosts);
     if (!bound.ok()) return bound.status();
     for (const auto& b : *bound) {
-      HostLaunch l = base(b.name, launcherName(inv->launcher));
+      HostLaunch l;
+      l.host = b.name;
       l.spec = launchSpecFor(*inv, b);
       // The data plane's address: given, or the target's host part (user@ dropped).
       l.address = !b.address.empty() ? b.address : b.target.substr(b.target.find('@') + 1);

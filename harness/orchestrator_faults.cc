@@ -201,22 +201,15 @@ Status Run::scancelStep(const ScancelStep& c, Worker& w, FaultRec& f) {
   std::vector<std::string> argv = {scancel};
   if (c.signal != 0) argv.push_back("--signal=" + c.signal_name.substr(3));  // SIGTERM: TERM
   argv.push_back(job->second + "." + step->second);
+  Status st = chaos::runProgram(argv, std::chrono::seconds(10));
+  if (!st.ok()) return st;
   // The step takes the host's agent with it: that loss is this fault's effect, not the harness's
-  // error (pump()), and the role ends (decided here, before the agent can report its exit).
+  // error (pump()), and the role ends. Nothing is read from the agent while scancel runs (this
+  // thread), so deciding it now is before the agent can report the role's exit.
   ended_steps_.insert(a.host());
-  const bool was_killed = w.killed_by_scenario;
-  const int was_ending = w.ending_fault;
   w.killed_by_scenario = true;
   w.ending_fault = static_cast<int>(&f - res_.record.faults.data());
   f.ends_role = true;
-  Status st = chaos::runProgram(argv, std::chrono::seconds(10));
-  if (!st.ok()) {
-    ended_steps_.erase(a.host());
-    w.killed_by_scenario = was_killed;
-    w.ending_fault = was_ending;
-    f.ends_role = false;
-    return st;
-  }
   f.acked = rel(nowNs());
   f.note = "scancel " + argv.back() + ": host '" + a.host() +
            "' left with its step, so it is not audited for orphans (Slurm tears a cancelled "

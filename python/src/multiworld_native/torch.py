@@ -104,15 +104,15 @@ class _Work(_c10d.Work):
 
     def wait(self, timeout=None):
         """True once done; raises BrokenWorldError (or the operation's error) otherwise."""
-        error = self.exception_or_none()
+        error = self._error()
         if error is not None:
             # A copy: raising the future's own object would grow its traceback with the
             # caller's frames, which hold this Work: a cycle through torch's future again.
             raise copy.copy(error)
         return True
 
-    def exception_or_none(self):
-        """Waits, then gives the operation's error, or None."""
+    def _error(self):
+        """Waits, then gives the operation's error (without a traceback), or None."""
         try:
             self._fut.wait()
             return None
@@ -123,10 +123,10 @@ class _Work(_c10d.Work):
         return self._fut.done()
 
     def is_success(self):
-        return self._fut.done() and self.exception_or_none() is None
+        return self._fut.done() and self._error() is None
 
     def exception(self):
-        return self.exception_or_none() if self._fut.done() else None
+        return self._error() if self._fut.done() else None
 
     def result(self):
         self.wait()
