@@ -30,9 +30,11 @@ of one world are ordered as the runtime orders them (docs/python.md).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import copy
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -79,14 +81,80 @@ class _Waiters:
 _waiters = _Waiters()
 
 
+# Lifetime. torch calls a Work's Python methods from C++ through a pybind trampoline, which finds
+# them only while the Python object lives; torch's C++ callers (DDP's parameter check, bucket
+# reduction and broadcasts) hold the C++ part alone, so once Python drops its last reference their
+# wait() reaches c10d's base wait, which nothing completes: a hang. Each Work therefore stays in
+# `_live` until it completed and someone consumed it (wait, get_future or result); a completed
+# Work nobody consumes is let go after _UNCLAIMED_S, long past any C++ caller's next statement.
+_UNCLAIMED_S = 60.0
+
+
+class _Live:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._works = {}        # id -> Work, until done and consumed
+        self._unclaimed = collections.deque()  # (deadline, id) of works done but not consumed, oldest first
+
+    def add(self, work):
+        with self._lock:
+            self._works[id(work)] = work
+            now = time.monotonic()
+            while self._unclaimed and self._unclaimed[0][0] <= now:
+                _, key = self._unclaimed.popleft()
+                w = self._works.get(key)
+                if w is not None and w._done:
+                    del self._works[key]
+
+    def settle(self, work):
+        """Called when `work` completed or was consumed: let go once both hold."""
+        with self._lock:
+            if id(work) not in self._works:
+                return
+            if work._done and work._consumed:
+                del self._works[id(work)]
+            elif work._done:
+                self._unclaimed.append((time.monotonic() + _UNCLAIMED_S, id(work)))
+
+    def __len__(self):
+        with self._lock:
+            return len(self._works)
+
+
+_live = _Live()
+
+
+class _Failed:
+    """The value a failed operation's inner future completes with: torch 1.13's
+    ``Future.set_exception`` keeps the error on the Python side only (C++ sees a success whose
+    value is the exception, and DDP's reducer crashes reading it as a tensor), so the error
+    reaches the public future as a real C++ error by being raised in a ``then`` callback."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(fut):
+    value = fut.value()
+    if isinstance(value, _Failed):
+        raise copy.copy(value.error)
+    return value
+
+
 class _Work(_c10d.Work):
     """A torch ``Work`` for one native operation: completed by a waiter thread, then `after`
     (copies into the caller's tensors) runs before the future gets `result`."""
 
     def __init__(self, native, result, after=None):
         super().__init__()
-        self._fut = Future()
+        self._inner = Future()                # never fails: a value, or a _Failed
+        self._fut = self._inner.then(_unwrap)  # what get_future() gives: fails for real
         self._result = result
+        self._done = False
+        self._consumed = False
+        _live.add(self)
 
         def complete():
             try:
@@ -96,28 +164,37 @@ class _Work(_c10d.Work):
             except BaseException as e:  # noqa: BLE001 - handed to the future
                 # Without this thread's traceback: its frame holds this Work, whose future would
                 # hold the error back, a cycle through torch's future that no collector breaks.
-                self._fut.set_exception(e.with_traceback(None))
-                return
-            self._fut.set_result(self._result)
+                self._inner.set_result(_Failed(e.with_traceback(None)))
+            else:
+                self._inner.set_result(self._result)
+            self._done = True
+            _live.settle(self)
 
         _waiters.submit(complete)
+
+    def _consume(self):
+        if not self._consumed:
+            self._consumed = True
+            _live.settle(self)
 
     def wait(self, timeout=None):
         """True once done; raises BrokenWorldError (or the operation's error) otherwise."""
         error = self._error()
+        self._consume()
         if error is not None:
-            # A copy: raising the future's own object would grow its traceback with the
-            # caller's frames, which hold this Work: a cycle through torch's future again.
+            # A copy: raising the stored object would grow its traceback with the caller's
+            # frames, which hold this Work: a cycle through torch's future again.
             raise copy.copy(error)
         return True
 
     def _error(self):
         """Waits, then gives the operation's error (without a traceback), or None."""
         try:
-            self._fut.wait()
-            return None
-        except BaseException as e:  # noqa: BLE001
-            return e.with_traceback(None)
+            self._fut.wait()  # the public future too: done once wait() returns
+        except RuntimeError:
+            pass              # its text; the error itself is the inner value's
+        value = self._inner.value()
+        return value.error if isinstance(value, _Failed) else None
 
     def is_completed(self):
         return self._fut.done()
@@ -133,6 +210,10 @@ class _Work(_c10d.Work):
         return self._result
 
     def get_future(self):
+        """The operation's torch future: its value is the output tensors; when the operation
+        fails it fails with a RuntimeError whose text is the BrokenWorldError's (torch's C++
+        futures carry errors as text), where ``wait()`` raises the BrokenWorldError itself."""
+        self._consume()
         return self._fut
 
 

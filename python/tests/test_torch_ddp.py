@@ -1,0 +1,132 @@
+"""DistributedDataParallel on a world's process group (multiworld_native.torch): the same
+parameters as DDP on a c10d Gloo group, a killed peer's world failing alone, and 100
+create/train/remove cycles leaving file descriptors and threads flat."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import multiworld_native as mw
+from multiworld_native import torch as mwtorch
+
+import ddp_worker
+from conftest import LocalWorld, run_threads
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_worker.py")
+
+
+def train_params(pg, rank, steps, net=None):
+    net = net or ddp_worker.model()  # made on the caller's thread: torch's generator is global
+    ddp = DDP(net, process_group=pg)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for step in range(steps):
+        ddp_worker.train(ddp, opt, step, rank)
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def test_ddp_on_a_world_matches_ddp_on_gloo_parameter_for_parameter():
+    steps = 6
+    store = dist.HashStore()
+    nets = [ddp_worker.model() for _ in range(2)]
+    gloo = run_threads([lambda r=r: train_params(dist.ProcessGroupGloo(store, r, 2), r, steps,
+                                                 nets[r]) for r in range(2)])
+    w = LocalWorld(2)
+    pgs = [mwtorch.process_group(m, w.name) for m in w.managers]
+    try:
+        nets = [ddp_worker.model() for _ in range(2)]
+        ours = run_threads([lambda r=r: train_params(pgs[r], r, steps, nets[r])
+                            for r in range(2)])
+    finally:
+        for pg in pgs:
+            pg.close()
+        w.close()
+    start = list(ddp_worker.model().parameters())
+    for r in range(2):
+        assert len(ours[r]) == len(gloo[r]) == 4
+        for a, b, s in zip(ours[r], gloo[r], start):
+            assert torch.equal(a, b), (r, (a - b).abs().max())
+            assert not torch.equal(a, s)  # it trained
+    assert all(torch.equal(a, b) for a, b in zip(ours[0], ours[1]))  # the replicas agree
+
+
+def test_a_killed_peer_breaks_its_ddp_alone():
+    """The test process trains two DDP models, over worlds a and b, each with a peer process.
+    a's peer is SIGKILLed: a's next step fails (DDP's backward raises with the BrokenWorldError's
+    text, a Work's wait() raises the BrokenWorldError), and b trains on."""
+    leader = mw.WorldManager()
+    procs = {}
+    try:
+        joins = {}
+        for w in ("a", "b"):
+            joins[w] = leader.initialize_world(w, 0, 2, port=0, timeout=30, async_op=True,
+                                               heartbeat_timeout=1.0)
+            procs[w] = subprocess.Popen([sys.executable, WORKER, w,
+                                         str(leader.store_port(w, 10)), "0"])
+        assert all(j.wait(30) for j in joins.values())
+        models = {}
+        for w in ("a", "b"):
+            pg = mwtorch.process_group(leader, w)
+            net = ddp_worker.model()
+            ddp = DDP(net, process_group=pg)
+            models[w] = (pg, net, ddp, torch.optim.SGD(ddp.parameters(), lr=0.05))
+        for step in range(3):
+            for w in ("a", "b"):
+                ddp_worker.train(*models[w][2:], step, 0)
+
+        killed_at = time.monotonic()
+        os.kill(procs["a"].pid, signal.SIGKILL)
+        with pytest.raises(RuntimeError, match="BrokenWorldError: world_broken: world 'a'"):
+            ddp_worker.train(*models["a"][2:], 3, 0)
+        work = dist.all_reduce(torch.ones(4), group=models["a"][0], async_op=True)
+        with pytest.raises(mw.BrokenWorldError) as e:
+            work.wait()
+        assert (e.value.world, e.value.cause, e.value.rank) == ("a", "peer_died", 1)
+        assert killed_at <= e.value.detected_at <= time.monotonic()
+
+        before = [p.detach().clone() for p in models["b"][1].parameters()]
+        for step in range(3, 8):
+            ddp_worker.train(*models["b"][2:], step, 0)
+        after = list(models["b"][1].parameters())
+        assert all(not torch.equal(x, y) for x, y in zip(before, after))
+        assert procs["b"].poll() is None
+        for pg, *_ in models.values():
+            pg.close()
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+        leader.close()
+
+
+def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
+    def cycle():
+        w = LocalWorld(2)
+        pgs = [mwtorch.process_group(m, w.name) for m in w.managers]
+        nets = [ddp_worker.model() for _ in range(2)]
+        run_threads([lambda r=r: train_params(pgs[r], r, 2, nets[r]) for r in range(2)])
+        for pg in pgs:
+            pg.close()
+        for m in w.managers:
+            m.remove_world(w.name)
+        w.close()
+
+    cycle()  # the waiter threads and torch's own are made once
+    fds = len(os.listdir("/proc/self/fd"))
+    threads = threading.active_count()
+    tasks = len(os.listdir("/proc/self/task"))
+    ranks = len(dist.distributed_c10d._pg_group_ranks)
+    for _ in range(100):
+        cycle()
+    assert len(os.listdir("/proc/self/fd")) <= fds
+    assert threading.active_count() == threads
+    assert len(os.listdir("/proc/self/task")) <= tasks
+    assert len(dist.distributed_c10d._pg_group_ranks) == ranks
+    assert len(mwtorch._live) == 0  # every Work let go
