@@ -130,3 +130,24 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     assert len(os.listdir("/proc/self/task")) <= tasks
     assert len(dist.distributed_c10d._pg_group_ranks) == ranks
     assert len(mwtorch._live) == 0  # every Work let go
+
+
+def test_backend_multiworld_runs_init_process_group_new_group_and_ddp(tmp_path):
+    """Three processes: init_process_group(backend="multiworld"), rooted calls in global ranks,
+    dist.get_rank(group), a new_group on which DDP trains; both DDP replicas end equal."""
+    worker = os.path.join(os.path.dirname(WORKER), "torch_backend_worker.py")
+    init = tmp_path / "init"
+    procs = [subprocess.Popen([sys.executable, worker, str(r), str(init)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(3)]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, out + err
+            outs.append(out.split())
+    finally:
+        for p in procs:
+            p.kill()
+    assert [o[:2] for o in outs] == [["ok", "0"], ["ok", "1"], ["ok", "2"]]
+    assert outs[1][2] == outs[2][2] and float(outs[1][2]) != 0.0  # the replicas agree

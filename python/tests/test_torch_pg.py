@@ -202,3 +202,49 @@ def test_closed_groups_leave_torch_rank_map_and_threads_flat():
     assert threading.active_count() <= base_threads + 64
     assert len(os.listdir("/proc/self/fd")) <= base_fds + 8
 
+
+
+def test_the_rank_map_is_the_one_torch_reads():
+    """_rank_map() is the one private structure touched: torch's own group-rank map of this
+    version (1.13: distributed_c10d._pg_group_ranks; 2.x: _world.pg_group_ranks)."""
+    c10d = dist.distributed_c10d
+    world = getattr(c10d, "_world", None)
+    want = world.pg_group_ranks if world is not None and hasattr(world, "pg_group_ranks") \
+        else c10d._pg_group_ranks
+    assert mwtorch._rank_map() is want
+    w = LocalWorld(2)
+    pg = mwtorch.process_group(w.managers[0], w.name, global_ranks=[5, 9])
+    try:
+        assert mwtorch._rank_map()[pg] == {5: 0, 9: 1}
+        assert dist.get_group_rank(pg, 9) == 1 and dist.get_global_rank(pg, 0) == 5
+        assert dist.get_process_group_ranks(pg) == [5, 9]
+    finally:
+        pg.close()
+        w.close()
+    assert pg not in mwtorch._rank_map()
+
+
+def test_rooted_calls_take_the_given_global_ranks():
+    w = LocalWorld(2)
+    pgs = [mwtorch.process_group(m, w.name, global_ranks=[4, 2]) for m in w.managers]
+    try:
+        def body(r):
+            t = inp(r)
+            dist.broadcast(t, src=2, group=pgs[r])  # global 2 is world rank 1
+            return t
+        assert all(torch.equal(t, inp(1)) for t in run_threads([lambda r=r: body(r)
+                                                                 for r in range(2)]))
+    finally:
+        for pg in pgs:
+            pg.close()
+        w.close()
+
+
+@pytest.mark.parametrize("bad", [[0], [0, 0], [0, -1], [0, 1.5], [0, 1, 2]])
+def test_bad_global_ranks_are_refused(bad):
+    w = LocalWorld(2)
+    try:
+        with pytest.raises(ValueError, match="global_ranks must hold 2 distinct"):
+            mwtorch.process_group(w.managers[0], w.name, global_ranks=bad)
+    finally:
+        w.close()

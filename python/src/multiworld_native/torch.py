@@ -1,28 +1,32 @@
-"""A world as a ``torch.distributed`` process group (issue 25, first part; docs/python.md,
-"PyTorch process groups").
+"""A world as a ``torch.distributed`` process group (docs/python.md, "PyTorch process groups").
 
 ``process_group(manager, world)`` returns a :class:`WorldProcessGroup`, a Python subclass of
 ``torch.distributed.ProcessGroup`` whose operations run on the world through the native
-runtime. Pass it as ``group=`` to ``dist.*`` calls, without ``init_process_group``:
+runtime. Pass it as ``group=`` to ``dist.*`` calls and as ``process_group=`` to
+DistributedDataParallel, without ``init_process_group``:
 
     pg = multiworld_native.torch.process_group(manager, "train")
     dist.all_reduce(t, group=pg)                     # raises BrokenWorldError if "train" breaks
-    work = dist.broadcast(t, src=0, group=pg, async_op=True)
-    work.wait()
+    ddp = DistributedDataParallel(model, process_group=pg)
+
+``register()`` adds backend ``"multiworld"`` for code that calls ``init_process_group`` or
+``new_group``: each group is then a world of its own.
 
 Every operation returns a torch ``Work`` whose ``wait()`` returns True once the operation is
 done, or raises :class:`~multiworld_native.BrokenWorldError` (``world``, ``cause``, ``rank``,
 ``detected_at``) when the world broke; it never hangs past the break. ``get_future()`` completes
-the same way without anyone calling ``wait()``.
+the same way without anyone calling ``wait()``; its failure is a RuntimeError with the
+BrokenWorldError's text (torch's C++ futures carry errors as text), which is also what DDP's
+``backward()`` raises when its world breaks.
 
-Ranks: the group's ranks are the world's. Without a default group, ``dist.*`` takes the
-group's ranks as global ranks (``src=``, ``dst=``); that map is the one private structure of
-torch this module touches (``_register_ranks``), tested by version.
+Ranks: the group's ranks are the world's; ``global_ranks=`` says which global rank each is for
+the ``dist.*`` calls that take global ranks. That map is the one private structure of torch
+this module touches (``_rank_map``), tested by version.
 
-Not yet (torch 1.13): waits made from C++ on a Python ``Work``, as DistributedDataParallel's
-parameter check and bucket reduction make them, are not routed to Python and can hang, so DDP
-does not run on these groups yet; ``dist.get_rank(pg)``, ``dist.gather`` and ``dist.scatter``
-ask for a default group (use ``pg.rank()``, and the Communicator's gather and scatter); ``all_to_all_single`` with split sizes; a receive from any source.
+Not supported: ``all_to_all_single`` with split sizes; a receive from any source; reduce ops
+other than SUM, PRODUCT, MIN and MAX. torch 1.13 asks for a default group in
+``dist.get_rank(pg)``, ``dist.gather`` and ``dist.scatter`` (use ``pg.rank()``, or
+``register()``).
 
 Thread rules: a group may be used from any thread, as the world's communicator may; operations
 of one world are ordered as the runtime orders them (docs/python.md).
@@ -33,8 +37,12 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import copy
+import os
+import secrets
 import threading
 import time
+import uuid
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -237,6 +245,7 @@ class WorldProcessGroup(dist.ProcessGroup):
         self._world = world
         self._rank = info.rank
         self._size = info.size
+        self._owned = None  # register()'s groups: removes their world (weakref.finalize)
 
     @property
     def world(self):
@@ -244,10 +253,12 @@ class WorldProcessGroup(dist.ProcessGroup):
         return self._world
 
     def close(self):
-        """Forgets the group in torch's rank map (the world stays; remove it with the manager).
-        Idempotent. A group not closed lives as long as that map: the process."""
-        ranks = getattr(dist.distributed_c10d, "_pg_group_ranks", {})
-        ranks.pop(self, None)
+        """Forgets the group in torch's rank map, and removes the world when the group made it
+        (``register()``'s groups); a world given to ``process_group`` stays: remove it with its
+        manager. Idempotent. A group not closed lives as long as torch's map: the process."""
+        _rank_map().pop(self, None)
+        if self._owned is not None:
+            self._owned()  # a weakref.finalize: runs once
 
     def getBackendName(self):  # noqa: N802 - torch's name
         return "multiworld"
@@ -367,21 +378,108 @@ class WorldProcessGroup(dist.ProcessGroup):
                               "supported; name the peer", "unsupported")
 
 
-def _register_ranks(pg):
-    """Makes ``dist.*`` map ranks of `pg` as its own (global rank i is group rank i): torch 1.13
-    reads ``distributed_c10d._pg_group_ranks[group]`` for ``src=``/``dst=`` of rooted calls."""
-    ranks = getattr(dist.distributed_c10d, "_pg_group_ranks", None)
-    if ranks is None:
-        raise MultiworldError(f"torch {torch.__version__}: no distributed_c10d._pg_group_ranks "
-                              f"(tested with {', '.join(TESTED_TORCH)})", "unsupported")
-    ranks[pg] = {r: r for r in range(pg.size())}
+def _rank_map():
+    """torch's map from a group to its {global rank: group rank}, read by ``dist.*`` for
+    ``src=``/``dst=``, ``get_rank(group)`` and ``get_process_group_ranks``: the one private
+    structure of torch this module touches. torch 1.13 keeps it in
+    ``distributed_c10d._pg_group_ranks``; 2.x in ``distributed_c10d._world.pg_group_ranks``."""
+    c10d = dist.distributed_c10d
+    world = getattr(c10d, "_world", None)
+    if world is not None and hasattr(world, "pg_group_ranks"):
+        return world.pg_group_ranks
+    ranks = getattr(c10d, "_pg_group_ranks", None)
+    if not isinstance(ranks, dict):
+        raise MultiworldError(f"torch {torch.__version__}: no group-rank map in "
+                              f"torch.distributed (tested with {', '.join(TESTED_TORCH)})",
+                              "unsupported")
+    return ranks
 
 
-def process_group(manager, world):
+def _register_ranks(pg, global_ranks):
+    """Maps `pg`'s ranks for ``dist.*``: world rank i is global rank ``global_ranks[i]``."""
+    _rank_map()[pg] = {g: r for r, g in enumerate(global_ranks)}
+
+
+def process_group(manager, world, global_ranks=None):
     """A ``torch.distributed.ProcessGroup`` for world `world` of `manager` (joined already).
-    ValueError when the manager has no such world."""
+
+    `global_ranks`: the global rank (the default group's) of each world rank, in world-rank
+    order, for ``dist.*`` calls that take global ranks (``src=``, ``dst=``, and
+    ``dist.get_rank(pg)``, which needs a default group in torch 1.13). Default: world rank i is
+    global rank i, which is what those calls see without a default group.
+    ValueError when the manager has no such world or `global_ranks` is not one distinct
+    non-negative int per member."""
     if not dist.is_available():
         raise MultiworldError("this torch has no torch.distributed", "unsupported")
     pg = WorldProcessGroup(manager, world)
-    _register_ranks(pg)
+    if global_ranks is None:
+        global_ranks = range(pg.size())
+    global_ranks = list(global_ranks)
+    if (len(global_ranks) != pg.size() or len(set(global_ranks)) != len(global_ranks)
+            or not all(isinstance(g, int) and g >= 0 for g in global_ranks)):
+        raise ValueError(f"multiworld process group: global_ranks must hold {pg.size()} "
+                         f"distinct non-negative ints, one per rank of world '{world}' "
+                         f"(got {global_ranks!r})")
+    _register_ranks(pg, global_ranks)
     return pg
+
+
+# ---- the "multiworld" backend of init_process_group and new_group ----
+
+_KEY = "multiworld/world"
+_backend = {"manager": None, "addr": None, "options": {}}
+_backend_lock = threading.Lock()
+
+
+def register(manager=None, addr=None, **world_options):
+    """Registers torch.distributed backend ``"multiworld"``: ``init_process_group(backend=
+    "multiworld", ...)`` and ``new_group(ranks, backend="multiworld")`` then make a world per
+    group, whose group rank 0 hosts the world's store and publishes its address, port and a
+    fresh token through torch's store (the group's trust root).
+
+    `manager`: the WorldManager the groups' worlds join (default: one made on first use and
+    kept for the process). `addr`: the address this process's store listens on and the other
+    members connect to when it is a group's rank 0 (default ``$MULTIWORLD_ADDR``, else
+    127.0.0.1: one machine). `world_options`: passed to ``initialize_world`` (``heartbeat_timeout``,
+    ``op_timeout``, ``backend``, ``device``). Calling it again replaces these settings for
+    the groups made after; torch's registration is made once."""
+    with _backend_lock:
+        _backend["manager"] = manager
+        _backend["addr"] = addr
+        _backend["options"] = dict(world_options)
+        if "MULTIWORLD" not in dist.Backend._plugins:
+            dist.Backend.register_backend("multiworld", _create)
+
+
+def _create(store, rank, size, timeout):
+    """torch's backend creator: joins a new world as `rank` of `size`; the name, address, port
+    and token come from group rank 0 through `store` (a PrefixStore of the group)."""
+    with _backend_lock:
+        manager = _backend["manager"]
+        if manager is None:
+            manager = _backend["manager"] = _core.WorldManager()
+        addr = _backend["addr"] or os.environ.get("MULTIWORLD_ADDR") or "127.0.0.1"
+        options = dict(_backend["options"])
+    seconds = max(1.0, timeout.total_seconds())
+    if rank == 0:
+        name = f"torch-{uuid.uuid4().hex[:16]}"
+        token = secrets.token_hex(16)
+        join = manager.initialize_world(name, 0, size, addr=addr, port=0, timeout=seconds,
+                                        token=token, async_op=True, **options)
+        port = manager.store_port(name, seconds)
+        store.set(_KEY, f"{name} {addr} {port} {token}")
+        join.wait(seconds)
+    else:
+        name, addr, port, token = store.get(_KEY).decode().split()
+        manager.initialize_world(name, rank, size, addr=addr, port=int(port), timeout=seconds,
+                                 token=token, **options)
+    pg = WorldProcessGroup(manager, name)
+    pg._owned = weakref.finalize(pg, _remove_quietly, manager, name)
+    return pg
+
+
+def _remove_quietly(manager, name):
+    try:
+        manager.remove_world(name)
+    except (MultiworldError, ValueError, RuntimeError):
+        pass  # already removed, or the manager closed
