@@ -55,6 +55,13 @@ def test_leader_two_worlds_asyncio_example():
     assert "the task of w1 goes on" in out.stdout
 
 
+def test_ddp_two_worlds_example():
+    """DDP over `train` and serving over `serve` in one process: the client is killed, serve
+    breaks alone, DDP trains on with no error, serve is re-created with a restarted client."""
+    out = run_example("ddp_two_worlds.py")
+    assert "main: serve broke alone (peer_died, rank 1); DDP trained" in out.stdout
+    assert "with no error; serve was re-created" in out.stdout
+
 
 def mwchaos():
     """The mwchaos that runs scenarios here: $MW_CHAOS (.ci/quickstart sets it), else a build of
@@ -69,18 +76,39 @@ def mwchaos():
                 "or set MW_CHAOS to its path")
 
 
-def test_pipeline_serving_scenario(tmp_path):
-    """examples/pipeline_serving: the Python serving pipeline as scenario roles, a stage replica
-    killed and restarted; every expectation of its scenario holds (mwchaos exits 0)."""
+def run_scenario(scenario, tmp_path):
+    """Runs a scenario with this interpreter first in PATH; fails unless mwchaos exits 0."""
     env = dict(os.environ)
     # The scenario runs "python3": this interpreter, which has the package.
     env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    scenario = ROOT / "examples" / "pipeline_serving" / "pipeline_serving.lua"
     # The suite's one way to run a scenario (tests/run_scenario.sh: its rerun policy).
     out = subprocess.run([str(ROOT / "tests" / "run_scenario.sh"), mwchaos(), "-o", str(tmp_path),
                           str(scenario)],
                          capture_output=True, text=True, timeout=180, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+def test_ddp_two_worlds_scenario(tmp_path):
+    """examples/python/ddp_two_worlds.lua: the client is killed, restarted, paused and resumed;
+    serve breaks each time and comes back, train never breaks, and the main process's DDP
+    `steps` keep their throughput."""
+    out = run_scenario(ROOT / "examples" / "python" / "ddp_two_worlds.lua", tmp_path)
+    assert "PASS  DDP trains on" in out.stdout
+    report = json.loads((tmp_path / "ddp_two_worlds" / "report.json").read_text())
+    kept = [e for e in report["expectations"] if "role main's steps keeps" in e["name"]]
+    assert kept and kept[0]["status"] == "pass", report["expectations"]
+    end = report["run"]["duration_s"]
+    breaks = [(e["world"], e["cause"]) for e in report["run"]["events"]
+              if e["kind"] == "broken" and e["role"] == "main" and e["t_s"] < end - 0.5]
+    assert ("serve", "peer_died") in breaks and ("serve", "peer_silent") in breaks, breaks
+    assert all(w == "serve" for w, _ in breaks), breaks
+
+
+def test_pipeline_serving_scenario(tmp_path):
+    """examples/pipeline_serving: the Python serving pipeline as scenario roles, a stage replica
+    killed and restarted; every expectation of its scenario holds (mwchaos exits 0)."""
+    out = run_scenario(ROOT / "examples" / "pipeline_serving" / "pipeline_serving.lua", tmp_path)
     assert "PASS  pipeline serving" in out.stdout
     report = json.loads((tmp_path / "pipeline_serving" / "report.json").read_text())
     kept = [e for e in report["expectations"] if "role frontend's requests keeps" in e["name"]]

@@ -1,0 +1,274 @@
+"""DDP training and serving in one process, on two worlds that fail alone.
+
+The main process trains a small model with DistributedDataParallel over world `train` (with a
+`trainer` peer process) and, on another thread, answers requests of a `client` process over
+world `serve`. When the client dies, `serve` breaks alone: DDP goes on training with no error,
+and the main process re-creates `serve`, which a restarted client joins.
+
+    python ddp_two_worlds.py              the whole story on this machine: starts the trainer
+                                          and the client, kills the client, starts it again
+    python ddp_two_worlds.py ROLE --world NAME ADDR PORT HEARTBEAT_MS OP_TIMEOUT_MS [...]
+                                          one role (main, trainer or client), as the chaos
+                                          scenario ddp_two_worlds.lua runs them
+
+The main role reports `steps` (training steps) and `requests` (answered requests) with
+multiworld_native.report_metric, which the harness judges; elsewhere that call does nothing.
+SIGTERM or Ctrl-C ends any role cleanly (exit 0).
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import multiworld_native as mw
+from multiworld_native import torch as mwtorch
+
+FEATURES = 64
+BATCH = 32
+
+
+def model():
+    torch.manual_seed(0)  # every replica starts from the same weights
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 128), torch.nn.ReLU(),
+                               torch.nn.Linear(128, FEATURES))
+
+
+def join(manager, world, rank, stop):
+    """Joins (or re-joins) `world` until it works or `stop` is set; True once joined."""
+    name, addr, port, heartbeat_ms, op_timeout_ms = world
+    while not stop.is_set():
+        try:
+            manager.remove_world(name)  # a broken generation, if any
+        except mw.MultiworldError:
+            pass
+        try:
+            manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=2,
+                                     token=os.environ.get("MW_CHAOS_STORE_TOKEN"),
+                                     heartbeat_timeout=heartbeat_ms / 1000,
+                                     op_timeout=op_timeout_ms / 1000)
+            return True
+        except (mw.MultiworldError, TimeoutError):
+            time.sleep(0.05)
+    return False
+
+
+def train(manager, world, rank, stop):
+    """Trains with DDP over `world` until `stop`; returns the number of steps."""
+    net = model()
+    ddp = DDP(net, process_group=mwtorch.process_group(manager, world))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(rank)
+    steps = 0
+    while not stop.is_set():
+        x = torch.randn(BATCH, FEATURES, generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), x).backward()  # an autoencoder: any data will do
+        opt.step()
+        steps += 1
+        mw.report_metric("steps")
+    return steps
+
+
+class Served:
+    """What the serving thread saw: generations of the world joined, breaks, requests answered
+    in the current generation."""
+
+    def __init__(self):
+        self.ups = 0
+        self.breaks = []
+        self.requests = 0
+
+
+def serve(manager, world, stop, seen):
+    """Answers the client's requests over `world`, re-creating it after each break."""
+    comm = mw.Communicator(manager)
+    net = model()
+    request = torch.empty(BATCH, FEATURES)
+    while not stop.is_set():
+        if not join(manager, world, 0, stop):
+            return
+        seen.ups += 1
+        seen.requests = 0
+        print(f"main: {world[0]} is up", flush=True)
+        while not stop.is_set():
+            try:
+                comm.recv(world[0], request, 1)
+                with torch.no_grad():
+                    answer = net(request)
+                comm.send(world[0], answer, 1)
+            except (mw.BrokenWorldError, mw.MultiworldError, TimeoutError) as e:
+                if stop.is_set():
+                    return
+                seen.breaks.append(e)
+                print(f"main: {world[0]} broke ({getattr(e, 'cause', e)}); re-creating it",
+                      flush=True)
+                break
+            seen.requests += 1
+            mw.report_metric("requests")
+
+
+def client(world, stop):
+    """Sends requests to the main process over `world` and checks the answers."""
+    manager = mw.WorldManager()
+    comm = mw.Communicator(manager)
+    net = model()
+    request = torch.empty(BATCH, FEATURES)
+    answer = torch.empty(BATCH, FEATURES)
+    while not stop.is_set():
+        if not join(manager, world, 1, stop):
+            break
+        while not stop.is_set():
+            request.copy_(torch.randn(BATCH, FEATURES))
+            try:
+                comm.send(world[0], request, 0)
+                comm.recv(world[0], answer, 0)
+            except (mw.BrokenWorldError, mw.MultiworldError, TimeoutError):
+                break
+            with torch.no_grad():
+                if not torch.allclose(answer, net(request), atol=1e-5):
+                    print("client: a wrong answer", file=sys.stderr)
+                    return 1
+    manager.close()
+    return 0
+
+
+def main_role(train_world, serve_world, stop):
+    manager = mw.WorldManager()
+    if not join(manager, train_world, 0, stop):
+        return 0
+    server = threading.Thread(target=serve, args=(manager, serve_world, stop, Served()),
+                              daemon=True)
+    server.start()
+    try:
+        steps = train(manager, train_world[0], 0, stop)
+    except RuntimeError as e:  # the train world broke: say so, fail
+        if stop.is_set():
+            return 0
+        print(f"main: training failed: {e}", file=sys.stderr)
+        return 1
+    print(f"main: trained {steps} steps", flush=True)
+    manager.close()
+    return 0
+
+
+def trainer_role(world, stop):
+    manager = mw.WorldManager()
+    if not join(manager, world, 1, stop):
+        return 0
+    try:
+        train(manager, world[0], 1, stop)
+    except RuntimeError:
+        pass  # the main process ended first
+    manager.close()
+    return 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def story():
+    """The whole example on this machine, without the harness."""
+    here = os.path.abspath(__file__)
+    worlds = {name: (name, "127.0.0.1", free_port(), 500, 10000) for name in ("train", "serve")}
+
+    def start(role, name):
+        w = worlds[name]
+        return subprocess.Popen([sys.executable, here, role, "--world", w[0], w[1], str(w[2]),
+                                 str(w[3]), str(w[4])])
+
+    stop = threading.Event()
+    manager = mw.WorldManager()
+    trainer = start("trainer", "train")
+    first = start("client", "serve")
+    if not join(manager, worlds["train"], 0, stop):
+        return 1
+    seen = Served()
+    threading.Thread(target=serve, args=(manager, worlds["serve"], stop, seen),
+                     daemon=True).start()
+    steps, failure = [0], []
+
+    def training():
+        try:
+            steps[0] = train(manager, "train", 0, stop)
+        except RuntimeError as e:
+            failure.append(e)
+
+    training_thread = threading.Thread(target=training)
+    training_thread.start()
+
+    def until(cond, seconds):
+        deadline = time.monotonic() + seconds
+        while not cond() and not failure and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return cond()
+
+    ok = until(lambda: seen.requests >= 20, 30)
+    print("main: killing the client", flush=True)
+    first.kill()
+    first.wait()
+    ok = ok and until(lambda: seen.breaks, 10)
+    second = start("client", "serve")
+    ok = ok and until(lambda: seen.ups >= 2 and seen.requests >= 20, 30)
+    stop.set()
+    training_thread.join(30)
+    for p in (second, trainer):
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+    manager.close()
+    if failure:
+        print(f"main: training failed: {failure[0]}")
+        return 1
+    if not ok:
+        print("main: serve did not break and come back as it should")
+        return 1
+    e = seen.breaks[0]
+    print(f"main: serve broke alone ({e.cause}, rank {e.rank}); DDP trained {steps[0]} steps "
+          f"with no error; serve was re-created and answered {seen.requests} requests of the "
+          "restarted client")
+    return 0
+
+
+def main(argv):
+    if not argv:
+        return story()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("role", choices=("main", "trainer", "client"))
+    p.add_argument("--world", nargs=5, action="append", required=True,
+                   metavar=("NAME", "ADDR", "PORT", "HEARTBEAT_MS", "OP_TIMEOUT_MS"),
+                   help="a world: its name, its store's address and port, its heartbeat "
+                        "timeout and its operation deadline in milliseconds")
+    a = p.parse_args(argv)
+    worlds = {n: (n, addr, int(port), int(hb), int(op)) for n, addr, port, hb, op in a.world}
+    want = {"main": {"train", "serve"}, "trainer": {"train"}, "client": {"serve"}}[a.role]
+    if set(worlds) != want:
+        p.error(f"role {a.role} is in worlds {', '.join(sorted(want))}")
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+        raise KeyboardInterrupt  # ends a blocking call of the main thread at once
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        if a.role == "main":
+            return main_role(worlds["train"], worlds["serve"], stop)
+        if a.role == "trainer":
+            return trainer_role(worlds["train"], stop)
+        return client(worlds["serve"], stop)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
