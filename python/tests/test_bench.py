@@ -64,3 +64,33 @@ def test_cpp_loop_runs_the_calls_and_refuses_an_unknown_op():
     with pytest.raises(mw.MultiworldError):
         _core._cpp_loop(c, "barrier", "no-such-world", t, 0, 1)
     m.close()
+
+
+TORCH_BENCH = BENCH.parent / "bench_torch.py"
+
+
+def test_bench_torch_runs_both_parts(tmp_path):
+    """bench/python/bench_torch.py end to end at tiny sizes (the measurements: docs/benchmarks.md)."""
+    report = tmp_path / "torch.json"
+    out = subprocess.run(
+        [sys.executable, str(TORCH_BENCH), "--steps", "2", "--reps", "2", "--width", "32",
+         "--calls", "50", "--blocks", "2", "--json", str(report)],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(report.read_text())
+    assert len(doc["ddp"]["world_ms"]) == len(doc["ddp"]["gloo_ms"]) == 2
+    assert all(r > 0 for r in doc["ddp"]["ratio"])
+    assert doc["ddp"]["summary"]["verdict"] in ("PASS", "unresolved", "MISS")
+    assert len(doc["layer"]["layer_us"]) == 2 and doc["layer"]["summary"]["dist_us"]["median"] > 0
+    assert "gloo/world" in out.stdout and "the torch layer" in out.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--parts", "speed"], "unknown part"),
+    (["--steps", "0"], "--steps must be at least 1"),
+    (["--threads", "0"], "--threads must be at least 1"),
+])
+def test_bench_torch_refuses_bad_flags(argv, message):
+    out = subprocess.run([sys.executable, str(TORCH_BENCH)] + argv, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and message in out.stderr, out.stderr

@@ -152,33 +152,47 @@ def _unwrap(fut):
 
 
 class _Work(_c10d.Work):
-    """A torch ``Work`` for one native operation: completed by a waiter thread, then `after`
-    (copies into the caller's tensors) runs before the future gets `result`."""
+    """A torch ``Work`` for one native operation. It completes in the first thread that needs
+    it: the caller of ``wait()`` (no other thread involved: the blocking ``dist.*`` path), or a
+    waiter thread started by ``get_future()``, whose future must complete without anyone
+    waiting. Completing runs `after` (copies into the caller's tensors) once, before the
+    future gets `result`."""
 
     def __init__(self, native, result, after=None):
         super().__init__()
-        self._inner = Future()                # never fails: a value, or a _Failed
-        self._fut = self._inner.then(_unwrap)  # what get_future() gives: fails for real
+        self._native = native
+        self._after = after
         self._result = result
+        self._lock = threading.Lock()
+        self._inner = Future()  # never fails: the result, or a _Failed
+        self._fut = None        # what get_future() gives (made on first call): fails for real
+        self._waiter = False
         self._done = False
         self._consumed = False
         _live.add(self)
 
-        def complete():
-            try:
-                native.wait()
-                if after is not None:
-                    after()
-            except BaseException as e:  # noqa: BLE001 - handed to the future
-                # Without this thread's traceback: its frame holds this Work, whose future would
-                # hold the error back, a cycle through torch's future that no collector breaks.
-                self._inner.set_result(_Failed(e.with_traceback(None)))
-            else:
-                self._inner.set_result(self._result)
+    def _complete(self):
+        """Waits for the native operation (GIL released), then completes once."""
+        error = None
+        try:
+            self._native.wait()
+        except BaseException as e:  # noqa: BLE001 - handed to the future
+            error = e
+        with self._lock:
+            if self._done:
+                return
+            if error is None and self._after is not None:
+                try:
+                    self._after()
+                except BaseException as e:  # noqa: BLE001
+                    error = e
+            self._after = self._native = None
+            # Without this frame's traceback: it holds this Work, whose future would hold the
+            # error back, a cycle through torch's future that no collector breaks.
+            self._inner.set_result(self._result if error is None
+                                   else _Failed(error.with_traceback(None)))
             self._done = True
-            _live.settle(self)
-
-        _waiters.submit(complete)
+        _live.settle(self)
 
     def _consume(self):
         if not self._consumed:
@@ -187,6 +201,8 @@ class _Work(_c10d.Work):
 
     def wait(self, timeout=None):
         """True once done; raises BrokenWorldError (or the operation's error) otherwise."""
+        if not self._done:
+            self._complete()
         error = self._error()
         self._consume()
         if error is not None:
@@ -196,22 +212,23 @@ class _Work(_c10d.Work):
         return True
 
     def _error(self):
-        """Waits, then gives the operation's error (without a traceback), or None."""
-        try:
-            self._fut.wait()  # the public future too: done once wait() returns
-        except RuntimeError:
-            pass              # its text; the error itself is the inner value's
-        value = self._inner.value()
+        """Waits until completed, then gives the operation's error (no traceback), or None."""
+        value = self._inner.wait()
         return value.error if isinstance(value, _Failed) else None
 
     def is_completed(self):
-        return self._fut.done()
+        if not self._done:
+            native = self._native
+            if native is None or not native.is_completed():
+                return self._done
+            self._complete()  # done natively: completing does not block
+        return True
 
     def is_success(self):
-        return self._fut.done() and self._error() is None
+        return self.is_completed() and self._error() is None
 
     def exception(self):
-        return self._error() if self._fut.done() else None
+        return self._error() if self.is_completed() else None
 
     def result(self):
         self.wait()
@@ -221,6 +238,13 @@ class _Work(_c10d.Work):
         """The operation's torch future: its value is the output tensors; when the operation
         fails it fails with a RuntimeError whose text is the BrokenWorldError's (torch's C++
         futures carry errors as text), where ``wait()`` raises the BrokenWorldError itself."""
+        with self._lock:
+            if self._fut is None:
+                self._fut = self._inner.then(_unwrap)
+            start = not self._done and not self._waiter
+            self._waiter = True
+        if start:
+            _waiters.submit(self._complete)
         self._consume()
         return self._fut
 

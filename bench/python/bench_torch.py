@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""bench_torch.py: a world as a torch.distributed process group (multiworld_native.torch)
+against c10d's own Gloo group and against the binding's own calls, side by side in one run.
+
+    python bench/python/bench_torch.py [--steps 10] [--reps 25] [--calls 5000] [--blocks 5]
+                                       [--width 512] [--json PATH] [--strict]
+
+Two parts, each judged on medians over repetitions that alternate the variants' order:
+
+ddp      Two processes (this one is rank 0; a peer runs this script with --role peer), one
+         2-member world and one c10d ProcessGroupGloo between them (a TCPStore). The same model
+         (an MLP of four --width x --width layers) is wrapped in DistributedDataParallel twice,
+         over each group; per repetition each trains --steps steps, the order alternating. Step
+         time = rank 0's wall time / steps. Target: Gloo's step time / the world's >= 1.0.
+layer    One process, a one-member world: dist.all_reduce(t, group=pg) (4 floats, blocking)
+         against comm.all_reduce on the same world, --calls calls per block, the order
+         alternating. The torch layer's cost per call = the difference (what a Work, its torch
+         future and the waiter thread add). No target: it is reported.
+
+Exit status: 0 ran (no target missed, or --strict not given); 1 a target was missed with
+--strict; 2 bad arguments; 3 the benchmark itself failed (the peer died, a world broke).
+"""
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import multiworld_native as mw
+from multiworld_native import torch as mwtorch
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 2)[2])
+    p.add_argument("--steps", type=int, default=10, help="DDP steps per variant and repetition")
+    p.add_argument("--reps", type=int, default=25, help="DDP repetitions per variant")
+    p.add_argument("--width", type=int, default=512, help="the MLP's layer width")
+    p.add_argument("--batch", type=int, default=8, help="the batch per rank")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch's intra-op threads per process (default 1: two processes share "
+                        "the machine)")
+    p.add_argument("--calls", type=int, default=5000, help="calls per layer block")
+    p.add_argument("--blocks", type=int, default=5, help="layer blocks")
+    p.add_argument("--parts", default="ddp,layer", help="parts to run (ddp, layer)")
+    p.add_argument("--json", help="write samples, medians and verdicts here")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--role", default="main", choices=("main", "peer"), help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--store-port", type=int, default=0, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    a.parts = [x.strip() for x in a.parts.split(",") if x.strip()]
+    for part in a.parts:
+        if part not in ("ddp", "layer"):
+            p.error(f"unknown part '{part}' in --parts")
+    for name in ("steps", "reps", "width", "batch", "calls", "blocks", "threads"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    return a
+
+
+def spread(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def median_ci(xs, rng, level=0.95, rounds=2000):
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(rounds))
+    return meds[int((1 - level) / 2 * rounds)], meds[min(rounds - 1,
+                                                         int((1 + level) / 2 * rounds))]
+
+
+def judge(median, ci, target):
+    """PASS at or over the target; a miss whose interval still reaches it is 'unresolved'."""
+    if median >= target:
+        return "PASS"
+    return "unresolved" if ci[1] >= target else "MISS"
+
+
+# ---- ddp ------------------------------------------------------------------------------------
+
+def model(width):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def ddp_body(args, manager, world, store, rank):
+    """Both ranks: the same schedule of (rep, variant) blocks; rank 0's step times by variant."""
+    torch.set_num_threads(args.threads)
+    groups = {"world": mwtorch.process_group(manager, world),
+              "gloo": dist.ProcessGroupGloo(store, rank, 2)}
+    nets = {v: DDP(model(args.width), process_group=g) for v, g in groups.items()}
+    opts = {v: torch.optim.SGD(n.parameters(), lr=1e-3) for v, n in nets.items()}
+    gen = torch.Generator().manual_seed(rank)
+    x = torch.randn(args.batch, args.width, generator=gen)
+
+    def steps(v, n):
+        for _ in range(n):
+            opts[v].zero_grad()
+            nets[v](x).square().mean().backward()
+            opts[v].step()
+
+    for v in nets:  # warm up both (buckets are rebuilt after the first step)
+        steps(v, 3)
+    times = {v: [] for v in nets}
+    for rep in range(args.reps):
+        for v in (("world", "gloo") if rep % 2 == 0 else ("gloo", "world")):
+            t0 = time.perf_counter()
+            steps(v, args.steps)
+            times[v].append((time.perf_counter() - t0) / args.steps * 1e3)
+    groups["world"].close()
+    return times
+
+
+def peer(args):
+    manager = mw.WorldManager()
+    manager.initialize_world("ddp", 1, 2, port=args.port, timeout=30)
+    store = dist.TCPStore("127.0.0.1", args.store_port, 2, False, timedelta(seconds=60))
+    ddp_body(args, manager, "ddp", store, 1)
+    manager.close()
+    return 0
+
+
+def ddp(args, report, rng):
+    manager = mw.WorldManager()
+    join = manager.initialize_world("ddp", 0, 2, port=0, timeout=30, async_op=True)
+    port = manager.store_port("ddp", 10)
+    store = dist.TCPStore("127.0.0.1", 0, 2, True, timedelta(seconds=60), wait_for_workers=False)
+    argv = [sys.executable, __file__, "--role", "peer", "--port", str(port), "--store-port",
+            str(store.port)] + [f"--{k}={getattr(args, k)}" for k in ("steps", "reps", "width",
+                                                                      "batch", "threads")]
+    peer_proc = subprocess.Popen(argv)
+    try:
+        if not join.wait(30):
+            raise RuntimeError("the peer never joined")
+        times = ddp_body(args, manager, "ddp", store, 0)
+        if peer_proc.wait(60) != 0:
+            raise RuntimeError(f"the peer exited with {peer_proc.returncode}")
+    finally:
+        if peer_proc.poll() is None:
+            peer_proc.kill()
+        manager.close()
+    ratios = [g / w for g, w in zip(times["gloo"], times["world"])]
+    med = statistics.median(ratios)
+    ci = median_ci(ratios, rng)
+    verdict = judge(med, ci, 1.0)
+    params = sum(p.numel() for p in model(args.width).parameters())
+    w, g = spread(times["world"]), spread(times["gloo"])
+    print(f"\nddp: 2 processes, MLP of {params} parameters, batch {args.batch}, "
+          f"{args.steps} steps x {args.reps} reps per variant, step time (ms) median [min..max]")
+    print(f"  world {w['median']:8.3f} [{w['min']:.3f}..{w['max']:.3f}]")
+    print(f"  gloo  {g['median']:8.3f} [{g['min']:.3f}..{g['max']:.3f}]")
+    print(f"  gloo/world {med:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] (95% CI), target >= 1.0: {verdict}")
+    report["ddp"] = {"params": params, "world_ms": times["world"], "gloo_ms": times["gloo"],
+                     "ratio": ratios, "summary": {"world_ms": w, "gloo_ms": g, "ratio": med,
+                                                  "ci": ci, "verdict": verdict}}
+    return verdict != "MISS"
+
+
+# ---- layer ----------------------------------------------------------------------------------
+
+def layer(args, report):
+    manager = mw.WorldManager()
+    manager.initialize_world("solo", 0, 1, timeout=30)
+    comm = mw.Communicator(manager)
+    pg = mwtorch.process_group(manager, "solo")
+    t = torch.zeros(4)
+    calls = {"dist": lambda: dist.all_reduce(t, group=pg),
+             "comm": lambda: comm.all_reduce("solo", t)}
+    for call in calls.values():
+        for _ in range(100):
+            call()
+    us = {v: [] for v in calls}
+    for block in range(args.blocks):
+        for v in (("dist", "comm") if block % 2 == 0 else ("comm", "dist")):
+            t0 = time.perf_counter()
+            for _ in range(args.calls):
+                calls[v]()
+            us[v].append((time.perf_counter() - t0) / args.calls * 1e6)
+    pg.close()
+    manager.close()
+    cost = [d - c for d, c in zip(us["dist"], us["comm"])]
+    d, c, k = spread(us["dist"]), spread(us["comm"]), spread(cost)
+    print(f"\nlayer: one-member world, all_reduce of 4 floats, {args.calls} calls x "
+          f"{args.blocks} blocks, per call (us) median [min..max]")
+    print(f"  dist.all_reduce(group=pg) {d['median']:8.2f} [{d['min']:.2f}..{d['max']:.2f}]")
+    print(f"  comm.all_reduce           {c['median']:8.2f} [{c['min']:.2f}..{c['max']:.2f}]")
+    print(f"  the torch layer           {k['median']:8.2f} [{k['min']:.2f}..{k['max']:.2f}]")
+    report["layer"] = {"dist_us": us["dist"], "comm_us": us["comm"], "layer_us": cost,
+                       "summary": {"dist_us": d, "comm_us": c, "layer_us": k}}
+    return True
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.role == "peer":
+        return peer(args)
+    report = {"python": sys.version.split()[0], "torch": torch.__version__,
+              "multiworld_native": mw.__version__,
+              "args": {k: v for k, v in vars(args).items() if k not in ("role", "port",
+                                                                        "store_port")}}
+    passed = []
+    try:
+        if "ddp" in args.parts:
+            passed.append(ddp(args, report, random.Random(1)))
+        if "layer" in args.parts:
+            passed.append(layer(args, report))
+    except (RuntimeError, mw.MultiworldError, TimeoutError) as e:
+        print(f"bench_torch: {e}", file=sys.stderr)
+        return 3
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+    print(f"\n{'all targets met' if all(passed) else 'a target was missed'}")
+    return 1 if args.strict and not all(passed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
