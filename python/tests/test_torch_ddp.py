@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 import torch
@@ -151,3 +152,13 @@ def test_backend_multiworld_runs_init_process_group_new_group_and_ddp(tmp_path):
             p.kill()
     assert [o[:2] for o in outs] == [["ok", "0"], ["ok", "1"], ["ok", "2"]]
     assert outs[1][2] == outs[2][2] and float(outs[1][2]) != 0.0  # the replicas agree
+
+
+@pytest.mark.parametrize("value", ["", "w 127.0.0.1 notaport tok", "w 127.0.0.1 70000 tok",
+                                   "w 127.0.0.1 5000", "\xff\xfe"])
+def test_the_backend_refuses_a_malformed_published_world(value):
+    store = dist.HashStore()
+    store.set("multiworld/world", value)
+    mwtorch.register()
+    with pytest.raises(mw.MultiworldError, match="not 'NAME ADDR PORT TOKEN'"):
+        mwtorch._create(store, 1, 2, timedelta(seconds=5))

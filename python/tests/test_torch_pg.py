@@ -248,3 +248,20 @@ def test_bad_global_ranks_are_refused(bad):
             mwtorch.process_group(w.managers[0], w.name, global_ranks=bad)
     finally:
         w.close()
+
+
+def test_one_work_waited_from_several_threads_completes_once(groups):
+    """wait(), is_completed() and get_future() of one Work from four threads at once: each sees
+    the result, the gathered copies are made once."""
+    def body(r, pg):
+        outs = [torch.zeros(4) for _ in range(SIZE)]
+        work = dist.all_gather(outs, inp(r), group=pg, async_op=True)
+        seen = run_threads([work.wait, work.wait, lambda: work.get_future().wait(),
+                            lambda: work.is_completed() or work.wait()])
+        assert seen[0] is True and seen[1] is True and seen[3] is True
+        assert work.is_completed() and work.exception() is None
+        return outs
+
+    want = [inp(r) for r in range(SIZE)]
+    for outs in each(groups, body):
+        assert all(torch.equal(o, w) for o, w in zip(outs, want))

@@ -494,7 +494,13 @@ def _create(store, rank, size, timeout):
         store.set(_KEY, f"{name} {addr} {port} {token}")
         join.wait(seconds)
     else:
-        name, addr, port, token = store.get(_KEY).decode().split()
+        published = store.get(_KEY).decode(errors="replace")
+        fields = published.split()
+        if len(fields) != 4 or not fields[2].isdigit() or not 0 < int(fields[2]) < 65536:
+            raise MultiworldError(f"multiworld backend: torch's store holds {published[:200]!r} "
+                                  f"under '{_KEY}' for this group, not 'NAME ADDR PORT TOKEN' "
+                                  "as group rank 0 publishes it", "protocol_error")
+        name, addr, port, token = fields
         manager.initialize_world(name, rank, size, addr=addr, port=int(port), timeout=seconds,
                                  token=token, **options)
     pg = WorldProcessGroup(manager, name)
