@@ -3,6 +3,7 @@ with group=pg against torch's own result, Work semantics, and a broken world's e
 
 import os
 import threading
+import time
 
 import pytest
 import torch
@@ -265,3 +266,30 @@ def test_one_work_waited_from_several_threads_completes_once(groups):
     want = [inp(r) for r in range(SIZE)]
     for outs in each(groups, body):
         assert all(torch.equal(o, w) for o, w in zip(outs, want))
+
+
+def test_works_are_let_go_when_done_and_waited_and_unclaimed_ones_later(monkeypatch):
+    """The registry that keeps a Work alive for torch's C++ callers (module docstring, "Versions"
+    in docs/python.md) holds nothing once works are waited on, however many; one never waited
+    on is let go _UNCLAIMED_S after it completed."""
+    m = mw.WorldManager()
+    try:
+        m.initialize_world("solo-live", 0, 1, timeout=30)
+        pg = mwtorch.process_group(m, "solo-live")
+        for _ in range(2000):
+            dist.all_reduce(torch.ones(2), group=pg)
+        dist.all_reduce(torch.ones(2), group=pg, async_op=True).get_future().wait()
+        assert len(mwtorch._live) == 0 and len(mwtorch._live._unclaimed) == 0
+        monkeypatch.setattr(mwtorch, "_UNCLAIMED_S", 0.0)
+        work = dist.all_reduce(torch.ones(2), group=pg, async_op=True)
+        deadline = time.monotonic() + 20
+        while not work.is_completed():  # completes it without consuming it
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert len(mwtorch._live) == 1
+        dist.all_reduce(torch.ones(2), group=pg)  # a new Work: the unclaimed one is let go
+        assert len(mwtorch._live) == 0
+        assert work.wait() is True  # Python still holds it: it works as before
+        pg.close()
+    finally:
+        m.close()

@@ -71,8 +71,9 @@ def _reduce_op(op):
                      "(SUM, PRODUCT, MIN and MAX are)")
 
 
-# Completions: one thread waits for each operation in flight (the native wait releases the GIL),
-# then completes its torch future. Threads are made as operations need them and kept 10 s idle.
+# Completions of the Works whose future was asked for: a pool thread waits for each such
+# operation (the native wait releases the GIL), then completes its torch future. At most 64
+# threads, made as operations need them and kept for the process.
 class _Waiters:
     def __init__(self):
         self._lock = threading.Lock()
@@ -101,28 +102,29 @@ _UNCLAIMED_S = 60.0
 class _Live:
     def __init__(self):
         self._lock = threading.Lock()
-        self._works = {}        # id -> Work, until done and consumed
-        self._unclaimed = collections.deque()  # (deadline, id) of works done but not consumed, oldest first
+        self._works = {}  # id -> Work, until done and consumed
+        # (deadline, weakref) of works done before anyone consumed them, oldest first
+        self._unclaimed = collections.deque()
 
     def add(self, work):
         with self._lock:
             self._works[id(work)] = work
             now = time.monotonic()
             while self._unclaimed and self._unclaimed[0][0] <= now:
-                _, key = self._unclaimed.popleft()
-                w = self._works.get(key)
-                if w is not None and w._done:
-                    del self._works[key]
+                w = self._unclaimed.popleft()[1]()
+                if w is not None and self._works.get(id(w)) is w:
+                    del self._works[id(w)]
 
     def settle(self, work):
-        """Called when `work` completed or was consumed: let go once both hold."""
+        """Called when `work` completed or was consumed: let go once both hold; a work done
+        but not consumed is let go _UNCLAIMED_S later."""
         with self._lock:
-            if id(work) not in self._works:
+            if self._works.get(id(work)) is not work:
                 return
             if work._done and work._consumed:
                 del self._works[id(work)]
             elif work._done:
-                self._unclaimed.append((time.monotonic() + _UNCLAIMED_S, id(work)))
+                self._unclaimed.append((time.monotonic() + _UNCLAIMED_S, weakref.ref(work)))
 
     def __len__(self):
         with self._lock:
@@ -201,10 +203,10 @@ class _Work(_c10d.Work):
 
     def wait(self, timeout=None):
         """True once done; raises BrokenWorldError (or the operation's error) otherwise."""
+        self._consume()  # first: completing then lets the Work go at once
         if not self._done:
             self._complete()
         error = self._error()
-        self._consume()
         if error is not None:
             # A copy: raising the stored object would grow its traceback with the caller's
             # frames, which hold this Work: a cycle through torch's future again.
@@ -238,6 +240,7 @@ class _Work(_c10d.Work):
         """The operation's torch future: its value is the output tensors; when the operation
         fails it fails with a RuntimeError whose text is the BrokenWorldError's (torch's C++
         futures carry errors as text), where ``wait()`` raises the BrokenWorldError itself."""
+        self._consume()
         with self._lock:
             if self._fut is None:
                 self._fut = self._inner.then(_unwrap)
@@ -245,7 +248,6 @@ class _Work(_c10d.Work):
             self._waiter = True
         if start:
             _waiters.submit(self._complete)
-        self._consume()
         return self._fut
 
 
