@@ -35,9 +35,15 @@ BATCH = 32
 
 
 def model():
-    torch.manual_seed(0)  # every replica starts from the same weights
-    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 128), torch.nn.ReLU(),
-                               torch.nn.Linear(128, FEATURES))
+    """The same weights in every process and thread: drawn from a generator of our own (torch's
+    global one is shared by the training and serving threads)."""
+    net = torch.nn.Sequential(torch.nn.Linear(FEATURES, 128), torch.nn.ReLU(),
+                              torch.nn.Linear(128, FEATURES))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    return net
 
 
 def join(manager, world, rank, stop):
@@ -121,11 +127,12 @@ def client(world, stop):
     net = model()
     request = torch.empty(BATCH, FEATURES)
     answer = torch.empty(BATCH, FEATURES)
+    gen = torch.Generator().manual_seed(7)
     while not stop.is_set():
         if not join(manager, world, 1, stop):
             break
         while not stop.is_set():
-            request.copy_(torch.randn(BATCH, FEATURES))
+            request.copy_(torch.randn(BATCH, FEATURES, generator=gen))
             try:
                 comm.send(world[0], request, 0)
                 comm.recv(world[0], answer, 0)

@@ -15,8 +15,14 @@ from multiworld_native import torch as mwtorch
 
 
 def model():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    """The same weights wherever it is called (a generator of its own: torch's global one is
+    shared by the threads of a test)."""
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+    return net
 
 
 def batch(step, rank):

@@ -25,7 +25,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_worker.py
 
 
 def train_params(pg, rank, steps, net=None):
-    net = net or ddp_worker.model()  # made on the caller's thread: torch's generator is global
+    net = net or ddp_worker.model()
     ddp = DDP(net, process_group=pg)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     for step in range(steps):

@@ -219,11 +219,12 @@ class _Work(_c10d.Work):
         return value.error if isinstance(value, _Failed) else None
 
     def is_completed(self):
-        if not self._done:
-            native = self._native
-            if native is None or not native.is_completed():
-                return self._done
-            self._complete()  # done natively: completing does not block
+        if self._inner.done():  # done before its future's callbacks run, ours and the user's
+            return True
+        native = self._native
+        if native is None or not native.is_completed():
+            return self._inner.done()
+        self._complete()  # done natively: completing does not block
         return True
 
     def is_success(self):
