@@ -278,8 +278,13 @@ def test_works_are_let_go_when_done_and_waited_and_unclaimed_ones_later(monkeypa
         pg = mwtorch.process_group(m, "solo-live")
         for _ in range(2000):
             dist.all_reduce(torch.ones(2), group=pg)
-        dist.all_reduce(torch.ones(2), group=pg, async_op=True).get_future().wait()
         assert len(mwtorch._live) == 0 and len(mwtorch._live._unclaimed) == 0
+        dist.all_reduce(torch.ones(2), group=pg, async_op=True).get_future().wait()
+        deadline = time.monotonic() + 10  # its waiter thread lets it go after the future
+        while len(mwtorch._live) > 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert len(mwtorch._live._unclaimed) == 0
         monkeypatch.setattr(mwtorch, "_UNCLAIMED_S", 0.0)
         work = dist.all_reduce(torch.ones(2), group=pg, async_op=True)
         deadline = time.monotonic() + 20
