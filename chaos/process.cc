@@ -2,9 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,15 +301,24 @@ std::string whichProgram(const std::string& prog) {
 std::string onPath(const std::string& prog) {
   if (prog.find('/') != std::string::npos) return prog;
   const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "";
+  const std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
   size_t start = 0;
   while (start <= dirs.size()) {
     size_t end = dirs.find(':', start);
     if (end == std::string::npos) end = dirs.size();
-    const std::string dir = dirs.substr(start, end - start);
-    if (!dir.empty()) {
-      const std::string p = dir + "/" + prog;
-      if (::access(p.c_str(), X_OK) == 0) return p;
+    std::string dir = dirs.substr(start, end - start);
+    if (dir.empty() || dir.front() != '/') {  // the current directory, or a path from it
+      char cwd[PATH_MAX];
+      if (::getcwd(cwd, sizeof cwd) == nullptr) {
+        start = end + 1;
+        continue;
+      }
+      dir = dir.empty() ? std::string(cwd) : std::string(cwd) + "/" + dir;
+    }
+    const std::string p = dir + "/" + prog;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0) {
+      return p;
     }
     start = end + 1;
   }

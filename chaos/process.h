@@ -105,8 +105,10 @@ class Process {
 // is not installed.
 std::string whichProgram(const std::string& prog);
 
-// `prog` as a path: as given when it has a '/', else the first executable of that name on $PATH
-// (ssh, srun, scancel: where the user's cluster puts them), else whichProgram's; "" when none.
+// `prog` as a path: as given when it has a '/', else the first regular executable file of that
+// name on $PATH, as execvp finds it (an empty entry is the current directory; an unset PATH is
+// "/usr/bin:/bin"), made absolute: ssh, srun, scancel where the user's cluster puts them, and
+// the programs of scenario roles; else whichProgram's; "" when none.
 std::string onPath(const std::string& prog);
 
 // Runs `argv` (argv[0] a program name, looked up with whichProgram, or a path) to completion, for

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "chaos/posix_points.h"
+#include "chaos/process.h"
 #include "harness/fault_names.h"
 #include "model/nemesis.h"
 #include "multiworld/telemetry.h"
@@ -362,19 +363,7 @@ void Validator::programs(Scenario& s) {
     if (exe.find("${") != std::string::npos) {
       error(r.where, path + ".program[1]: the program to run cannot hold placeholders");
     } else if (exe.find('/') == std::string::npos) {
-      const char* env_path = std::getenv("PATH");
-      std::string dirs = env_path != nullptr ? env_path : "/usr/bin:/bin";
-      for (size_t b = 0; r.executable.empty() && b <= dirs.size();) {
-        size_t e = dirs.find(':', b);
-        if (e == std::string::npos) e = dirs.size();
-        std::string d = dirs.substr(b, e - b);
-        std::string candidate = (d.empty() ? "." : d) + "/" + exe;
-        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-            ::access(candidate.c_str(), X_OK) == 0) {
-          r.executable = candidate;
-        }
-        b = e + 1;
-      }
+      r.executable = chaos::onPath(exe);
       if (r.executable.empty()) why = "'" + exe + "' is not an executable file in PATH";
     } else {
       const std::string full = absolute(r.cwd, exe);

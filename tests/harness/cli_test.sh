@@ -151,6 +151,17 @@ check_invalid string_dump.lua 2 "attempt to call a nil value \(field 'dump'\)"
 check_invalid program_missing.lua 6 "roles.app.program\[1\]: '$inv/no-such-program' does not exist"
 check_invalid program_not_executable.lua 6 "program\[1\]: '$inv/program_not_executable.lua' is not an executable file"
 check_invalid program_not_in_path.lua 6 "program\[1\]: 'mw-no-such-program-anywhere' is not an executable file in PATH"
+# PATH is searched as execvp searches it (chaos::onPath): a directory of the program's name is
+# not the program; an empty entry is the current directory.
+mkdir -p "$work/pathdir/mw-no-such-program-anywhere" "$work/bindir"
+expect_rc 2 "a directory on PATH is not the program" \
+  env PATH="$work/pathdir:$PATH" "$mwchaos" validate "$inv/program_not_in_path.lua"
+expect_out "a directory on PATH" "is not an executable file in PATH"
+printf '#!/bin/sh\nexit 0\n' >"$work/bindir/mw-no-such-program-anywhere"
+chmod +x "$work/bindir/mw-no-such-program-anywhere"
+expect_rc 0 "an empty PATH entry is the current directory" \
+  sh -c 'cd "$1" && PATH=":$PATH" exec "$2" validate "$3"' sh "$work/bindir" "$mwchaos" \
+  "$inv/program_not_in_path.lua"
 check_invalid program_empty.lua 6 "roles.app.program: expected a command as a list of strings .*got an empty list"
 check_invalid program_not_string.lua 6 "roles.app.program\[2\]: expected a string, got 3"
 check_invalid program_unknown_placeholder.lua 6 "program\[3\]: unknown placeholder \\\$\{world.w1.host\}"

@@ -13,6 +13,7 @@ work=$4
 rm -rf "$work"
 mkdir -p "$work/bin"
 ln -s "$fake" "$work/bin/mw_fake_program"
+base_path=$PATH
 export PATH="$work/bin:$PATH"
 fix=$src/tests/harness/fixtures
 failures=0
@@ -103,8 +104,17 @@ outcome = faults[0]["outcome"]
 sys.exit(0 if len(faults) == 1 and outcome.startswith("skipped: the libmultiworld in role 'app'") else 1)
 PY
 
+# A program found through an empty PATH entry (mwchaos's current directory, as execvp has it)
+# runs from the role's own directory: the validator resolved it to an absolute path.
+mkdir -p "$work/cwd"
+ln -s "$fake" "$work/cwd/mw_fake_program"
+out=$(cd "$work/cwd" && PATH=":$base_path" timeout -s KILL 30 "$mwchaos" run -q \
+  -o "$work/out-cwd" "$fix/program_no_failpoints.lua" 2>&1)
+rc=$?
+[ "$rc" = 0 ] || fail "a program on an empty PATH entry: exit $rc, expected 0; output: $out"
+
 # No process of the fake is left.
-pgrep -f "$work/bin/mw_fake_program" >/dev/null && fail "a mw_fake_program process remains"
+pgrep -f "$work/(bin|cwd)/mw_fake_program" >/dev/null && fail "a mw_fake_program process remains"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)"
