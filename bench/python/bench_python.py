@@ -542,6 +542,12 @@ def main(argv):
     except (RuntimeError, mw.MultiworldError, TimeoutError) as e:
         print(f"bench_python: {e}", file=sys.stderr)
         return 3
+    return finish(args, report, passed)
+
+
+def finish(args, report, passed):
+    """Writes the report (--json), says whether every target was met, and gives the exit status
+    (1 with --strict when one was missed). Shared with bench_torch.py."""
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, default=str)

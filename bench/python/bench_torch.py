@@ -22,7 +22,6 @@ Exit status: 0 ran (no target missed, or --strict not given); 1 a target was mis
 """
 
 import argparse
-import json
 import random
 import statistics
 import subprocess
@@ -36,6 +35,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import multiworld_native as mw
 from multiworld_native import torch as mwtorch
+
+# The statistics and the report's ending are bench_python.py's (this script's folder is on
+# sys.path when it runs).
+from bench_python import finish, judge, median_ci, spread
 
 
 def parse_args(argv):
@@ -66,23 +69,6 @@ def parse_args(argv):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be at least 1")
     return a
-
-
-def spread(xs):
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
-
-
-def median_ci(xs, rng, level=0.95, rounds=2000):
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(rounds))
-    return meds[int((1 - level) / 2 * rounds)], meds[min(rounds - 1,
-                                                         int((1 + level) / 2 * rounds))]
-
-
-def judge(median, ci, target):
-    """PASS at or over the target; a miss whose interval still reaches it is 'unresolved'."""
-    if median >= target:
-        return "PASS"
-    return "unresolved" if ci[1] >= target else "MISS"
 
 
 # ---- ddp ------------------------------------------------------------------------------------
@@ -219,11 +205,7 @@ def main(argv):
     except (RuntimeError, mw.MultiworldError, TimeoutError) as e:
         print(f"bench_torch: {e}", file=sys.stderr)
         return 3
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1, default=str)
-    print(f"\n{'all targets met' if all(passed) else 'a target was missed'}")
-    return 1 if args.strict and not all(passed) else 0
+    return finish(args, report, passed)
 
 
 if __name__ == "__main__":
