@@ -454,7 +454,7 @@ def process_group(manager, world, global_ranks=None):
 # ---- the "multiworld" backend of init_process_group and new_group ----
 
 _KEY = "multiworld/world"
-_backend = {"manager": None, "addr": None, "options": {}}
+_backend = {"manager": None, "addr": None, "options": {}, "registered": False}
 _backend_lock = threading.Lock()
 
 
@@ -474,8 +474,9 @@ def register(manager=None, addr=None, **world_options):
         _backend["manager"] = manager
         _backend["addr"] = addr
         _backend["options"] = dict(world_options)
-        if "MULTIWORLD" not in dist.Backend._plugins:
+        if not _backend["registered"]:  # torch refuses a second registration of a name
             dist.Backend.register_backend("multiworld", _create)
+            _backend["registered"] = True
 
 
 def _create(store, rank, size, timeout):
