@@ -411,9 +411,11 @@ class Worker {
       } else if (t.pattern == Pattern::kPipeline) {
         s = rank == 0 ? comm_.send(t.world, tensor, 1) : comm_.recv(t.world, tensor, 0);
       } else if (t.pattern == Pattern::kRingAllreduce) {
-        s = comm_.allReduce(t.world, tensor).wait();
+        // synchronize: an operation counts once the GPU has finished it (an nccl world's wait()
+        // would return once the operation is ordered on the stream).
+        s = comm_.allReduce(t.world, tensor).synchronize();
       } else {  // broadcast
-        s = comm_.broadcast(t.world, tensor, t.root).wait();
+        s = comm_.broadcast(t.world, tensor, t.root).synchronize();
       }
       if (s.ok()) {
         win.add(

@@ -16,12 +16,18 @@ layer    One process, a one-member world: dist.all_reduce(t, group=pg) (4 floats
          against comm.all_reduce on the same world, --calls calls per block, the order
          alternating. The torch layer's cost per call = the difference (what a Work, its torch
          future and the waiter thread add). No target: it is reported.
+ddp-cuda One process, one GPU (not in the default parts; exit 3 without a CUDA GPU): the same
+         model (--cuda-width, --cuda-batch) on cuda:0 wrapped in DistributedDataParallel over a
+         one-rank nccl world and over c10d's one-rank NCCL group; per repetition each trains
+         --steps steps, the order alternating. Target (issue 39): c10d's step time / the
+         world's >= 0.95.
 
 Exit status: 0 ran (no target missed, or --strict not given); 1 a target was missed with
 --strict; 2 bad arguments; 3 the benchmark itself failed (the peer died, a world broke).
 """
 
 import argparse
+import inspect
 import random
 import statistics
 import subprocess
@@ -54,7 +60,9 @@ def parse_args(argv):
                         "the machine)")
     p.add_argument("--calls", type=int, default=5000, help="calls per layer block")
     p.add_argument("--blocks", type=int, default=5, help="layer blocks")
-    p.add_argument("--parts", default="ddp,layer", help="parts to run (ddp, layer)")
+    p.add_argument("--parts", default="ddp,layer", help="parts to run (ddp, layer, ddp-cuda)")
+    p.add_argument("--cuda-width", type=int, default=2048, help="ddp-cuda: the MLP's width")
+    p.add_argument("--cuda-batch", type=int, default=256, help="ddp-cuda: the batch")
     p.add_argument("--json", help="write samples, medians and verdicts here")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     p.add_argument("--role", default="main", choices=("main", "peer"), help=argparse.SUPPRESS)
@@ -63,11 +71,12 @@ def parse_args(argv):
     a = p.parse_args(argv)
     a.parts = [x.strip() for x in a.parts.split(",") if x.strip()]
     for part in a.parts:
-        if part not in ("ddp", "layer"):
+        if part not in ("ddp", "layer", "ddp-cuda"):
             p.error(f"unknown part '{part}' in --parts")
-    for name in ("steps", "reps", "width", "batch", "calls", "blocks", "threads"):
+    for name in ("steps", "reps", "width", "batch", "calls", "blocks", "threads", "cuda_width",
+                 "cuda_batch"):
         if getattr(a, name) < 1:
-            p.error(f"--{name} must be at least 1")
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
     return a
 
 
@@ -81,6 +90,30 @@ def model(width):
     return torch.nn.Sequential(*layers[:-1])
 
 
+def step_times(args, nets, opts, x, warm_up, sync=lambda: None):
+    """Milliseconds per training step of each of the two DDP models in `nets` ({variant: DDP}),
+    --steps steps per repetition, --reps repetitions, the order alternating; `sync` ends each
+    block (the GPU's work included)."""
+    variants = list(nets)
+
+    def steps(v, n):
+        for _ in range(n):
+            opts[v].zero_grad()
+            nets[v](x).square().mean().backward()
+            opts[v].step()
+        sync()
+
+    for v in variants:  # warm up both (buckets are rebuilt after the first step)
+        steps(v, warm_up)
+    times = {v: [] for v in variants}
+    for rep in range(args.reps):
+        for v in (variants if rep % 2 == 0 else variants[::-1]):
+            t0 = time.perf_counter()
+            steps(v, args.steps)
+            times[v].append((time.perf_counter() - t0) / args.steps * 1e3)
+    return times
+
+
 def ddp_body(args, manager, world, store, rank):
     """Both ranks: the same schedule of (rep, variant) blocks; rank 0's step times by variant."""
     torch.set_num_threads(args.threads)
@@ -91,20 +124,7 @@ def ddp_body(args, manager, world, store, rank):
     gen = torch.Generator().manual_seed(rank)
     x = torch.randn(args.batch, args.width, generator=gen)
 
-    def steps(v, n):
-        for _ in range(n):
-            opts[v].zero_grad()
-            nets[v](x).square().mean().backward()
-            opts[v].step()
-
-    for v in nets:  # warm up both (buckets are rebuilt after the first step)
-        steps(v, 3)
-    times = {v: [] for v in nets}
-    for rep in range(args.reps):
-        for v in (("world", "gloo") if rep % 2 == 0 else ("gloo", "world")):
-            t0 = time.perf_counter()
-            steps(v, args.steps)
-            times[v].append((time.perf_counter() - t0) / args.steps * 1e3)
+    times = step_times(args, nets, opts, x, warm_up=3)
     groups["world"].close()
     return times
 
@@ -188,6 +208,54 @@ def layer(args, report):
     return True
 
 
+# ---- ddp-cuda -------------------------------------------------------------------------------
+
+def ddp_cuda(args, report, rng):
+    if not torch.cuda.is_available():
+        raise RuntimeError("ddp-cuda needs a CUDA GPU, and torch sees none")
+    if not mw.WITH_NCCL:
+        raise RuntimeError("ddp-cuda needs a multiworld_native built with the NCCL backend")
+    manager = mw.WorldManager()
+    manager.initialize_world("ddp-cuda", 0, 1, backend="nccl", device="cuda:0", timeout=60)
+    extra = {}
+    if "device_id" in inspect.signature(dist.init_process_group).parameters:  # torch >= 2.3
+        extra["device_id"] = torch.device("cuda", 0)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, **extra)
+    groups = {"world": mwtorch.process_group(manager, "ddp-cuda"), "c10d": None}
+    nets = {}
+    for v, g in groups.items():
+        net = model(args.cuda_width).cuda()
+        nets[v] = DDP(net, process_group=g) if g is not None else DDP(net)
+    opts = {v: torch.optim.SGD(n.parameters(), lr=1e-4) for v, n in nets.items()}
+    x = torch.randn(args.cuda_batch, args.cuda_width, device="cuda",
+                    generator=torch.Generator(device="cuda").manual_seed(0))
+
+    times = step_times(args, nets, opts, x, warm_up=5, sync=torch.cuda.synchronize)
+    groups["world"].close()
+    dist.destroy_process_group()
+    manager.close()
+    ratios = [c / w for c, w in zip(times["c10d"], times["world"])]
+    med = statistics.median(ratios)
+    ci = median_ci(ratios, rng)
+    verdict = judge(med, ci, 0.95)
+    params = sum(p.numel() for p in model(args.cuda_width).parameters())
+    w, c = spread(times["world"]), spread(times["c10d"])
+    r = spread(ratios)
+    print(f"\nddp-cuda: one process, {torch.cuda.get_device_name(0)}, MLP of {params} "
+          f"parameters, batch {args.cuda_batch}, {args.steps} steps x {args.reps} reps per "
+          "variant, step time (ms) median [min..max]")
+    print(f"  world {w['median']:8.3f} [{w['min']:.3f}..{w['max']:.3f}]")
+    print(f"  c10d  {c['median']:8.3f} [{c['min']:.3f}..{c['max']:.3f}]")
+    print(f"  c10d/world {med:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] (95% CI), target >= 0.95: "
+          f"{verdict}")
+    report["ddp_cuda"] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+                          "model": f"MLP of {params} parameters, batch {args.cuda_batch}",
+                          "world_ms": w, "c10d_ms": c, "ratio": r, "ratio_ci": ci,
+                          "samples": {"world_ms": times["world"], "c10d_ms": times["c10d"]},
+                          "verdict": verdict}
+    return verdict != "MISS"
+
+
 def main(argv):
     args = parse_args(argv)
     if args.role == "peer":
@@ -202,6 +270,8 @@ def main(argv):
             passed.append(ddp(args, report, random.Random(1)))
         if "layer" in args.parts:
             passed.append(layer(args, report))
+        if "ddp-cuda" in args.parts:
+            passed.append(ddp_cuda(args, report, random.Random(2)))
     except (RuntimeError, mw.MultiworldError, TimeoutError) as e:
         print(f"bench_torch: {e}", file=sys.stderr)
         return 3

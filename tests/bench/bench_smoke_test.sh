@@ -93,13 +93,18 @@ if grep -q "^  nccl " <<<"$("$bench" --help)"; then
   grep -q "mw_bench nccl: no NCCL to run" "$work/nccl-none.out" || fail "nccl: no reason given"
   if [ -n "${MW_SIM_CUDA:-}" ]; then
     MW_CUDART_LIBRARY=$MW_SIM_CUDA MW_NCCL_LIBRARY=$MW_SIM_CUDA \
-      run nccl --calls 50 --reps 2 --sizes 64K --bytes-per-rep 1M
-    field nccl 'd["overhead"]["all_reduce"]["raw_us_per_call"]["n"] == 2 and len(d["bandwidth"]) == 2 and d["bandwidth"][0]["runtime_over_raw"]["n"] == 2'
+      run nccl --calls 50 --reps 2 --sizes 64K --bytes-per-rep 1M --lag-sizes 64K --samples 5 \
+      --busy-seconds 0.1
+    field nccl 'd["calls"]["raw_launch_us"]["n"] == 2 and d["calls"]["runtime_waited_us"]["n"] == 2 and d["calls"]["launches_by_caller"] > 0 and len(d["bandwidth"]) == 2 and d["bandwidth"][0]["runtime_over_raw"]["n"] == 2 and len(d["completion"]) == 3 and d["completion"][0]["lag_us"]["n"] == 5 and d["mechanisms"][0]["host_function_us"]["n"] == 5 and d["isolation"]["before_ops_per_window"]["n"] > 0 and d["isolation"]["victim_detect_ms"] >= 0'
     # What .ci/quickstart gpu appends to docs/benchmarks.md from that JSON.
     python3 "$(dirname "$0")/../../bench/gpu_report.py" "$work/nccl.json" "Simulated GPU" abc1234 \
       >"$work/nccl.md" || fail "gpu_report.py failed"
     grep -q "^## GPU: Simulated GPU (.*build \`abc1234\`" "$work/nccl.md" || fail "gpu_report: no heading"
     grep -q "^| all_reduce | 64 KiB | " "$work/nccl.md" || fail "gpu_report: no bandwidth row"
+    grep -q "^| launch: allReduce + wait() (stream-ordered) vs the NCCL call | " "$work/nccl.md" ||
+      fail "gpu_report: no launch row"
+    grep -q "^| hybrid | 64 KiB | " "$work/nccl.md" || fail "gpu_report: no completion row"
+    grep -q "survivor's operations per 50 ms" "$work/nccl.md" || fail "gpu_report: no isolation line"
   fi
 fi
 

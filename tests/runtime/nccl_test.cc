@@ -34,6 +34,8 @@ void mwSimFailNextCall(const char* name, int result, const char* text);
 int mwSimLiveComms(const char* name);
 long mwSimAsyncErrorPolls(void);
 int mwSimBootstrapLeaks(void);
+void mwSimThreadCounts(long* launches, long* host_waits);
+long mwSimLaunches(void);
 }
 #endif
 
@@ -188,7 +190,7 @@ TEST_CASE("an injected NCCL error breaks its world while another nccl world keep
   mw::Status survivor_status;
   std::thread loop([&] {
     while (!stop) {
-      survivor_status = c.allReduce("survivor", b.tensor()).wait(mw::deadlineIn(30s));
+      survivor_status = c.allReduce("survivor", b.tensor()).synchronize(mw::deadlineIn(30s));
       if (!survivor_status.ok()) return;
       ++survivor_ops;
     }
@@ -202,7 +204,7 @@ TEST_CASE("an injected NCCL error breaks its world while another nccl world keep
     mode.once = true;
     REQUIRE(mw::failpoints::enable("mw/nccl/all_reduce/" + name, mode).ok());
     auto t0 = mw::Clock::now();
-    mw::Status s = c.allReduce(name, a.tensor()).wait(mw::deadlineIn(30s));
+    mw::Status s = c.allReduce(name, a.tensor()).synchronize(mw::deadlineIn(30s));
     CHECK(mw::Clock::now() - t0 < 10s);
     CHECK(s.code() == mw::Code::kWorldBroken);
     auto info = m.world(name)->broken;
@@ -352,6 +354,116 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "wait() orders the caller's stream after the operation without waiting for the GPU, "
+    "synchronize() and a host-waited world's wait() wait on the host",
+    "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("streamed"), mw::deadlineIn(30s)).ok());
+  auto host = ncclWorld("hosted");
+  host.cuda_wait = mw::CudaWait::kHost;
+  REQUIRE(m.initWorld(host, mw::deadlineIn(30s)).ok());
+  const size_t n = 1 << 18;
+  DeviceBuf<float> in(n), out(n), seen(n);
+  cudaStream_t mine = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
+  for (int value : {0x41, 0x42}) {
+    // The input is written on `mine` 500 ms late; all_gather (one rank: out = in) reads it.
+    slowFill(in, value, mine);
+    mw::CudaStreamScope scope(mine);
+    mw::Work w = c.allGather("streamed", in.tensor(), out.tensor());
+    auto t0 = mw::Clock::now();
+    REQUIRE(w.wait(mw::deadlineIn(30s)).ok());
+    CHECK(mw::Clock::now() - t0 < scaled(400));  // the host did not wait for the GPU
+    CHECK_FALSE(w.test());
+    // Queued on `mine` after wait(): it sees the operation's output.
+    REQUIRE(cudaMemcpyAsync(seen.p, out.p, sizeof(float) * n, cudaMemcpyDeviceToDevice, mine) ==
+            cudaSuccess);
+    if (value == 0x42) {
+      REQUIRE(w.synchronize(mw::deadlineIn(30s)).ok());  // the host waits; then it is complete
+      CHECK(w.test());
+      CHECK(w.status().ok());
+    }
+    REQUIRE(cudaStreamSynchronize(mine) == cudaSuccess);
+    CHECK(allBytes(seen.get(), value));
+  }
+  // A world made with CudaWait::kHost: wait() returns once the GPU is done.
+  slowFill(in, 0x43, mine);
+  {
+    mw::CudaStreamScope scope(mine);
+    mw::Work w = c.allGather("hosted", in.tensor(), out.tensor());
+    REQUIRE(w.wait(mw::deadlineIn(30s)).ok());
+    CHECK(w.test());
+  }
+  CHECK(allBytes(out.get(), 0x43));
+  REQUIRE(cudaStreamSynchronize(mine) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
+}
+
+TEST_CASE("an operation on an idle nccl world is launched by the thread that submits it",
+          "[nccl][gpu]") {
+  requireGpu();
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("idle"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(64);
+  // The first operation forms NCCL's connections (its launch may be handed to the executor).
+  REQUIRE(c.allReduce("idle", a.tensor()).synchronize(mw::deadlineIn(30s)).ok());
+  const auto before = mw::detail::ncclLaunchCounts();
+#ifdef MW_SIM_DEVICE
+  long launches0 = 0, waits0 = 0;
+  mwSimThreadCounts(&launches0, &waits0);
+  const long all0 = mwSimLaunches();
+#endif
+  constexpr int kOps = 200;
+  std::vector<mw::Work> works;
+  for (int i = 0; i < kOps; ++i) {
+    works.push_back(c.allReduce("idle", a.tensor()));
+    REQUIRE(works.back().wait(mw::deadlineIn(30s)).ok());  // stream-ordered
+  }
+  const auto after = mw::detail::ncclLaunchCounts();
+#ifdef MW_SIM_DEVICE
+  long launches = 0, waits = 0;
+  mwSimThreadCounts(&launches, &waits);
+  // Counted by the simulated GPU: every launch was this thread's, and it never waited on the
+  // host (no synchronize, no query of an event the GPU had not passed).
+  CHECK(launches - launches0 == kOps);
+  CHECK(mwSimLaunches() - all0 == kOps);
+  CHECK(waits - waits0 == 0);
+#endif
+  CHECK(after.caller - before.caller == kOps);
+  CHECK(after.executor == before.executor);  // no hand-off to the executor
+  for (auto& w : works) REQUIRE(w.synchronize(mw::deadlineIn(30s)).ok());
+}
+
+TEST_CASE("an operation that fails after a stream-ordered wait fails its Work", "[nccl][gpu]") {
+  requireGpu();
+  if (!mw::failpoints::compiledIn()) FAIL("this test needs a runtime built with failpoints");
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("late_fault"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024);
+  REQUIRE(c.allReduce("late_fault", a.tensor()).synchronize(mw::deadlineIn(30s)).ok());
+  mw::failpoints::Mode mode;
+  mode.failnum = 6;   // ncclRemoteError
+  mode.failinfo = 1;  // asynchronous: the launch succeeds, the communicator reports it after
+  mode.once = true;
+  REQUIRE(mw::failpoints::enable("mw/nccl/all_reduce/late_fault", mode).ok());
+  mw::Work w = c.allReduce("late_fault", a.tensor());
+  mw::Status waited = w.wait(mw::deadlineIn(30s));
+  // Stream-ordered: OK when the stream was ordered before the failure was seen, else the error.
+  CHECK((waited.ok() || waited.code() == mw::Code::kWorldBroken));
+  mw::Status s = w.synchronize(mw::deadlineIn(30s));
+  INFO(s.toString());
+  CHECK(s.code() == mw::Code::kWorldBroken);
+  CHECK(w.status().code() == mw::Code::kWorldBroken);
+  CHECK(m.world("late_fault")->state == mw::WorldState::kBroken);
+  // A later operation fails at once, with the break's cause.
+  CHECK(c.allReduce("late_fault", a.tensor()).wait().code() == mw::Code::kWorldBroken);
+}
+
+TEST_CASE(
     "a stream of another device fails the operation, not the world, and the caller's device "
     "is left as it was",
     "[nccl][gpu2]") {
@@ -457,7 +569,7 @@ TEST_CASE("removing a healthy nccl world while another world's kernel is stuck t
        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
   CHECK(took < scaled(1000));
   gate.release();
-  REQUIRE(held.wait(mw::deadlineIn(30s)).ok());
+  REQUIRE(held.synchronize(mw::deadlineIn(30s)).ok());
   CHECK(m.world("held")->state == mw::WorldState::kHealthy);
   REQUIRE(cudaStreamSynchronize(mine) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(mine) == cudaSuccess);
@@ -489,7 +601,7 @@ TEST_CASE(
   std::thread survivors([&] {
     while (!stop) {
       for (int i = 1; i < kWorlds && !stop; i += 2) {
-        survivor_status = c.allReduce(names[i], bufs[i]->tensor()).wait(mw::deadlineIn(30s));
+        survivor_status = c.allReduce(names[i], bufs[i]->tensor()).synchronize(mw::deadlineIn(30s));
         if (!survivor_status.ok()) return;
         ++survivor_ops;
       }
@@ -520,7 +632,7 @@ TEST_CASE(
 #endif
   auto t0 = mw::Clock::now();
   for (auto& w : failing) {
-    mw::Status s = w.wait(mw::deadlineIn(scaled(10000)));
+    mw::Status s = w.synchronize(mw::deadlineIn(scaled(10000)));
     INFO(s.toString());
     CHECK(s.code() == mw::Code::kWorldBroken);
   }
@@ -689,7 +801,7 @@ TEST_CASE(
   std::this_thread::sleep_for(100ms);
   mw::Status removed;
   std::thread remover([&] { removed = m.removeWorld("abandoned"); });
-  mw::Status s = w.wait(mw::deadlineIn(30s));
+  mw::Status s = w.synchronize(mw::deadlineIn(30s));
   INFO(s.toString());
   CHECK(s.code() == mw::Code::kBackendError);
   CHECK(s.message().find("left behind") != std::string::npos);
@@ -745,7 +857,7 @@ TEST_CASE("NCCL's process-wide last error labels synchronous errors only", "[ncc
   CHECK(sync->detail.find("one buffer for the whole process: simulated NCCL: the synchronous "
                           "failure's own text") != std::string::npos);
   mwSimSetAsyncError("async_fail", ncclSystemError);
-  CHECK(c.allReduce("async_fail", a.tensor()).wait(mw::deadlineIn(30s)).code() ==
+  CHECK(c.allReduce("async_fail", a.tensor()).synchronize(mw::deadlineIn(30s)).code() ==
         mw::Code::kWorldBroken);
   auto async = m.world("async_fail")->broken;
   REQUIRE(async);
@@ -754,10 +866,15 @@ TEST_CASE("NCCL's process-wide last error labels synchronous errors only", "[ncc
   CHECK(async->detail.find("own text") == std::string::npos);  // another call's, not this one's
 }
 
-TEST_CASE("an operation in flight is polled with a back-off to about 1 ms", "[nccl][sim]") {
+TEST_CASE("an operation in flight that the GPU does not finish is checked about once a millisecond",
+          "[nccl][sim]") {
+  // The default mode, whatever MW_NCCL_COMPLETION says (spin mode polls every 10 us by design).
+  const auto mode = mw::detail::ncclCompletionMode();
+  mw::detail::setNcclCompletionMode(mw::detail::NcclCompletion::kHybrid);
   mw::WorldManager m;
   mw::Communicator c(m);
   REQUIRE(m.initWorld(ncclWorld("polled"), mw::deadlineIn(30s)).ok());
+  mw::detail::setNcclCompletionMode(mode);
   DeviceBuf<float> a(1024);
   REQUIRE(c.allReduce("polled", a.tensor()).wait(mw::deadlineIn(30s)).ok());  // connected
   mwSimSetStuck("polled", 1);
@@ -766,9 +883,98 @@ TEST_CASE("an operation in flight is polled with a back-off to about 1 ms", "[nc
   std::this_thread::sleep_for(500ms);
   const long polls = mwSimAsyncErrorPolls() - polls0;
   mwSimSetStuck("polled", 0);
-  REQUIRE(w.wait(mw::deadlineIn(30s)).ok());
+  REQUIRE(w.synchronize(mw::deadlineIn(30s)).ok());
   INFO(polls << " polls of the communicator in 500 ms");
-  CHECK(polls < 1500);  // 20 us sleeps made thousands
+  // The completer polls 20 us, then sleeps in the event; the executor checks every 1 ms meanwhile
+  // (a poll every 10 us would make 50000).
+  CHECK(polls < 1500);
+}
+
+TEST_CASE("a launch that finds the GPU's launch lock taken is the executor's, in order",
+          "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("lock_holder"), mw::deadlineIn(30s)).ok());
+  REQUIRE(m.initWorld(ncclWorld("behind"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(1024), b(1024);
+  REQUIRE(c.allReduce("behind", b.tensor()).synchronize(mw::deadlineIn(30s)).ok());  // connected
+  // lock_holder's first operation never connects: its launch holds the GPU's launch lock for
+  // 100 ms (on the executor, once the caller handed it over after 1 ms).
+  mwSimSetStuck("lock_holder", 1);
+  mw::Work held = c.allReduce("lock_holder", a.tensor());
+  std::this_thread::sleep_for(20ms);
+  const auto before = mw::detail::ncclLaunchCounts();
+  std::vector<mw::Work> works;
+  for (int i = 0; i < 3; ++i) works.push_back(c.allReduce("behind", b.tensor()));
+  for (auto& w : works) REQUIRE(w.synchronize(mw::deadlineIn(30s)).ok());
+  const auto after = mw::detail::ncclLaunchCounts();
+  CHECK(after.executor - before.executor >= 1);  // the first found the lock taken
+  CHECK(after.caller + after.executor - before.caller - before.executor == 3);
+  CHECK_FALSE(held.test());
+  REQUIRE(m.removeWorld("lock_holder").ok());
+  CHECK(held.synchronize(mw::deadlineIn(scaled(5000))).code() == mw::Code::kAborted);
+  mwSimSetStuck("lock_holder", 0);
+  settleAborts();
+}
+
+TEST_CASE("a caller runs at most 1024 operations ahead of the GPU", "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("ahead"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(16);
+  REQUIRE(c.allReduce("ahead", a.tensor()).synchronize(mw::deadlineIn(30s)).ok());  // connected
+  mwSimSetStuck("ahead", 1);  // its kernels spin: nothing completes
+  std::vector<mw::Work> works;
+  for (int i = 0; i < 1024; ++i) works.push_back(c.allReduce("ahead", a.tensor()));
+  std::atomic<bool> submitted{false};
+  mw::Work extra;
+  std::thread more([&] {
+    extra = c.allReduce("ahead", a.tensor());
+    submitted = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(submitted.load());  // waits for room
+  mwSimSetStuck("ahead", 0);
+  more.join();
+  CHECK(submitted.load());
+  for (auto& w : works) REQUIRE(w.synchronize(mw::deadlineIn(30s)).ok());
+  REQUIRE(extra.synchronize(mw::deadlineIn(30s)).ok());
+}
+
+TEST_CASE("a submission waiting for room ends when its world is removed", "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("full"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(16);
+  REQUIRE(c.allReduce("full", a.tensor()).synchronize(mw::deadlineIn(30s)).ok());
+  mwSimSetStuck("full", 1);
+  for (int i = 0; i < 1024; ++i) c.allReduce("full", a.tensor());
+  mw::Status extra;
+  std::thread more([&] { extra = c.allReduce("full", a.tensor()).synchronize(); });
+  std::this_thread::sleep_for(100ms);
+  auto t0 = mw::Clock::now();
+  REQUIRE(m.removeWorld("full").ok());
+  more.join();
+  CHECK(mw::Clock::now() - t0 < scaled(2000));
+  CHECK(extra.code() == mw::Code::kAborted);
+  mwSimSetStuck("full", 0);
+  settleAborts();
+}
+
+TEST_CASE("a stream-ordered wait on an operation queued behind others waits for its launch only",
+          "[nccl][sim]") {
+  mw::WorldManager m;
+  mw::Communicator c(m);
+  REQUIRE(m.initWorld(ncclWorld("queued"), mw::deadlineIn(30s)).ok());
+  DeviceBuf<float> a(16), b(16);
+  // The first operation's launch is in progress (connections forming, 2 ms on the simulated GPU):
+  // the next ones queue behind it, and each wait() returns once its operation is launched.
+  mw::Work first = c.allReduce("queued", a.tensor());
+  mw::Work second = c.allReduce("queued", b.tensor());
+  REQUIRE(second.wait(mw::deadlineIn(30s)).ok());
+  REQUIRE(first.wait(mw::deadlineIn(30s)).ok());
+  REQUIRE(second.synchronize(mw::deadlineIn(30s)).ok());
+  CHECK(first.test());  // completed in order
 }
 
 TEST_CASE("a driver too old for CUDA 13 is named as such", "[nccl][sim]") {

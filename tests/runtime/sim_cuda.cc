@@ -40,6 +40,8 @@
 //   aborted, and a first operation never connects), mwSimSetAsyncError (the result that
 //   ncclCommGetAsyncError reports), mwSimFailNextCall (the next enqueue fails synchronously),
 //   mwSimLiveComms, mwSimAsyncErrorPolls, mwSimBootstrapLeaks.
+// - Counters for tests: each thread's NCCL launches and host waits (synchronize calls, and queries
+//   of events the GPU has not passed), mwSimThreadCounts; every thread's launches, mwSimLaunches.
 // - Streams, events and communicators carry their device: using one with another device's object
 //   fails as a real GPU does (cudaErrorInvalidResourceHandle).
 // What it is not: a model of GPU timing, of memory spaces, or of NCCL between processes.
@@ -88,6 +90,17 @@ int driverVersion() { return envInt("MW_SIM_DRIVER_VERSION", 13000); }
 
 thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;
+
+// What each thread asked of the simulated GPU (mwSimThreadCounts): its NCCL launches (one per
+// collective call outside a group, one per group with operations) and its host waits (a
+// synchronize call, or a query of an event the GPU had not passed yet).
+thread_local long thread_launches = 0;
+thread_local long thread_host_waits = 0;
+std::atomic<long> all_launches{0};
+void countLaunch() {
+  ++thread_launches;
+  all_launches.fetch_add(1);
+}
 
 cudaError_t fail(cudaError_t e) {
   last_error = e;
@@ -357,6 +370,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ++thread_host_waits;
   auto m = streamOf(stream)->mark();
   if (!m) return fail(cudaErrorStreamCaptureUnsupported);
   m->wait();
@@ -474,6 +488,12 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpy
   return cudaSuccess;
 }
 
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind,
+                            cudaStream_t stream) {
+  streamOf(stream)->push([=] { std::memmove(dst, src, bytes); });
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   streamOf(stream)->push([=] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
@@ -510,10 +530,13 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   SimEvent* e = reinterpret_cast<SimEvent*>(event);
   std::lock_guard lock(e->mu);
   if (e->mark == capturedMark()) return fail(cudaErrorStreamCaptureUnsupported);
-  return e->mark == nullptr || e->mark->test() ? cudaSuccess : cudaErrorNotReady;
+  if (e->mark == nullptr || e->mark->test()) return cudaSuccess;
+  ++thread_host_waits;
+  return cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ++thread_host_waits;
   SimEvent* e = reinterpret_cast<SimEvent*>(event);
   std::shared_ptr<Mark> m;
   {
@@ -801,7 +824,9 @@ ncclResult_t copyOn(const void* src, void* dst, size_t count, ncclDataType_t dt,
   queueKernel(c, s, [=] {
     if (src != dst) std::memmove(dst, src, bytes);
   });
-  return group_depth > 0 ? ncclSuccess : connectionState(*c);
+  if (group_depth > 0) return ncclSuccess;
+  countLaunch();
+  return connectionState(*c);
 }
 
 ncclResult_t p2p(bool send, void* buf, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
@@ -984,6 +1009,7 @@ ncclResult_t ncclGroupEnd() {
     return ncclFail(ncclInvalidUsage, std::to_string(sends.size()) + " sends to self against " +
                                           std::to_string(recvs.size()) + " receives");
   }
+  countLaunch();
   for (size_t i = 0; i < sends.size(); ++i) {
     if (sends[i].bytes != recvs[i].bytes) {
       return ncclFail(ncclInvalidUsage, "a send and its receive differ in size");
@@ -1065,5 +1091,15 @@ int mwSimLiveComms(const char* name) {
 long mwSimAsyncErrorPolls(void) { return comms().polls.load(); }
 
 int mwSimBootstrapLeaks(void) { return comms().bootstrap_leaks.load(); }
+
+// The calling thread's NCCL launches and host waits so far (see countLaunch); null pointers are
+// skipped.
+void mwSimThreadCounts(long* launches, long* host_waits) {
+  if (launches != nullptr) *launches = thread_launches;
+  if (host_waits != nullptr) *host_waits = thread_host_waits;
+}
+
+// NCCL launches of every thread so far.
+long mwSimLaunches(void) { return all_launches.load(); }
 
 }  // extern "C"

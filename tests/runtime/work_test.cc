@@ -75,6 +75,7 @@ TEST_CASE("Work::done is complete at once with its status", "[runtime][work]") {
 
 TEST_CASE("waiting past the deadline on a pending op times out at once", "[runtime][work]") {
   mw::test::LocalWorld w("pending", 2);
+  INFO(w.status().toString());
   REQUIRE(w.status().ok());
   int32_t x = 0, y = 42;
   Work r = w.comm(0).irecv(w.name(), mw::Tensor::cpu(&x, 1), 1, 3);

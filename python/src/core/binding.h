@@ -83,7 +83,15 @@ mw::Tensor tensorView(nb::handle obj, const char* arg, Borrowed& keep);
 // hand-off; 0.4 against 40 us per call): Python runs signal handlers only on the main thread,
 // and a collective cannot be left half-run, so a Ctrl-C during a blocking collective takes effect
 // when it ends (at the latest its world's op_timeout).
-mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible);
+// `host` false: Work::wait, which on a stream-ordered nccl world orders `stream` (a cudaStream_t,
+// the calling thread's current stream for the wait) after the operation and returns without
+// waiting for the GPU; `host` true: Work::synchronize, the host waits on every world.
+mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible,
+                        bool host = false, void* stream = nullptr);
+
+// PyTorch's current stream (a cudaStream_t) of CUDA device `device` when the program imported
+// torch, else nullptr (the legacy default stream). GIL held.
+void* torchCurrentStream(int device);
 
 // Whether this is Python's main thread, the one that runs signal handlers (GIL held).
 bool onMainThread();

@@ -65,15 +65,7 @@ int tagFrom(int64_t tag) {
 // torch.cuda.Stream) or `ptr` (a cupy Stream) attribute gives its stream. ValueError for a
 // stream with CPU tensors, TypeError for anything else.
 void* streamFrom(nb::handle stream, const Borrowed& b) {
-  if (stream.is_none()) {
-    if (b.cuda_device < 0) return nullptr;
-    // torch only when the program imported it (a dictionary lookup, no import per operation).
-    PyObject* torch_ptr = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
-    if (torch_ptr == nullptr) return nullptr;
-    nb::handle torch(torch_ptr);
-    stream = torch.attr("cuda").attr("current_stream")(b.cuda_device).attr("cuda_stream");
-    return reinterpret_cast<void*>(nb::cast<uintptr_t>(stream));
-  }
+  if (stream.is_none()) return b.cuda_device < 0 ? nullptr : torchCurrentStream(b.cuda_device);
   nb::handle value = stream;
   nb::object attr;
   if (nb::hasattr(stream, "cuda_stream")) {
@@ -118,7 +110,8 @@ nb::object run(Borrowed&& b, nb::handle stream, bool async_op, bool interruptibl
   }
   mw::Status s;
   try {
-    s = waitReleased(w, mw::Deadline::max(), interruptible);
+    // On a stream-ordered nccl world, the stream the operation was submitted on waits for it.
+    s = waitReleased(w, mw::Deadline::max(), interruptible, false, cuda_stream);
   } catch (...) {
     if (!w.test()) park(w, std::move(b));
     throw;
@@ -135,23 +128,43 @@ mw::Tensor viewOrEmpty(nb::handle obj, const char* arg, const mw::Tensor& like, 
 
 }  // namespace
 
+void* torchCurrentStream(int device) {
+  // torch only when the program imported it (a dictionary lookup, no import per operation).
+  PyObject* torch_ptr = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+  if (torch_ptr == nullptr) return nullptr;
+  nb::handle torch(torch_ptr);
+  nb::object stream = torch.attr("cuda").attr("current_stream")(device).attr("cuda_stream");
+  return reinterpret_cast<void*>(nb::cast<uintptr_t>(stream));
+}
+
 nb::object makeWork(mw::Work w, Borrowed&& b, bool interruptible) {
   return nb::cast(PyWork(std::move(w), std::move(b), interruptible), nb::rv_policy::move);
 }
 
 void bindCommunicator(nb::module_& m) {
   nb::class_<PyWork>(m, "Work", "The handle of one asynchronous operation.")
-      // Contract: waits up to `timeout` seconds (None: until done; the world's op_timeout bounds
-      // every operation) with the GIL released. True on success; raises the operation's error
-      // (BrokenWorldError, MultiworldError, ValueError) or TimeoutError when `timeout` passed
-      // first (the operation goes on).
+      // Contract: on a Gloo world, and with host=True on every world, waits up to `timeout`
+      // seconds (None: until done; the world's op_timeout bounds every operation) with the GIL
+      // released until the operation completed. On an nccl world (cuda_wait="stream", the
+      // default) it makes PyTorch's current stream of the tensors' device wait for the operation
+      // on the GPU and returns without waiting for the GPU, as torch's NCCL groups do: what is
+      // queued on that stream afterwards sees the results; a failure after that fails the Work
+      // (is_completed(), exception(), wait(host=True)) and the outputs are undefined.
+      // True on success; raises the operation's error (BrokenWorldError, MultiworldError,
+      // ValueError) or TimeoutError when `timeout` passed first (the operation goes on).
       .def(
           "wait",
-          [](PyWork& self, std::optional<double> timeout) {
-            check(waitReleased(self.work, deadlineFrom(timeout), self.interruptible));
+          [](PyWork& self, std::optional<double> timeout, bool host) {
+            void* stream = nullptr;
+            if (!host && self.borrowed.cuda_device >= 0) {
+              stream = torchCurrentStream(self.borrowed.cuda_device);
+            }
+            check(waitReleased(self.work, deadlineFrom(timeout), self.interruptible, host, stream));
             return true;
           },
-          nb::arg("timeout") = nb::none())
+          nb::arg("timeout") = nb::none(), nb::arg("host") = false)
+      // Contract: the CUDA device of the operation's tensors, or -1 for CPU tensors.
+      .def_prop_ro("cuda_device", [](PyWork& self) { return self.borrowed.cuda_device; })
       // Contract: whether the operation completed (successfully or not); never blocks.
       .def("is_completed", [](PyWork& self) { return self.work.test(); })
       // Contract: None while pending or after success, else the exception wait() would raise.

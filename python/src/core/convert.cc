@@ -137,14 +137,20 @@ unsigned long mainThreadIdent() {
 
 bool onMainThread() { return PyThread_get_thread_ident() == mainThreadIdent(); }
 
-mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible) {
+mw::Status waitReleased(const mw::Work& w, mw::Deadline deadline, bool interruptible, bool host,
+                        void* stream) {
+  const auto once = [&](mw::Deadline until) {
+    if (host) return w.synchronize(until);
+    mw::CudaStreamScope scope(stream);
+    return w.wait(until);
+  };
   if (!interruptible || !onMainThread()) {
     GilRelease release;
-    return w.wait(deadline);
+    return once(deadline);
   }
   mw::Status s;
   const bool done = waitInSlices(deadline, [&](mw::Deadline slice) {
-    s = w.wait(slice);
+    s = once(slice);
     return s.code() != mw::Code::kTimeout || w.test();
   });
   // A completed operation reports its own status (which may itself be a timeout).

@@ -80,7 +80,8 @@ mw::WorldOptions optionsFrom(const std::string& name, int64_t rank, int64_t size
                              const std::string& backend, const std::string& addr, int64_t port,
                              std::optional<std::string> token, double heartbeat_timeout,
                              nb::handle device, double op_timeout,
-                             std::optional<double> executor_grace, bool host_store) {
+                             std::optional<double> executor_grace, bool host_store,
+                             const std::string& cuda_wait) {
   mw::WorldOptions o;
   o.name = name;
   o.rank = toInt(rank, "rank");
@@ -102,6 +103,9 @@ mw::WorldOptions optionsFrom(const std::string& name, int64_t rank, int64_t size
   o.store.port = static_cast<uint16_t>(port);
   o.host_store = host_store;
   o.token = token.value_or("");
+  auto w = mw::parseCudaWait(cuda_wait);
+  check(w.status());
+  o.cuda_wait = *w;
   o.heartbeat_timeout = millisFrom(heartbeat_timeout);
   o.op_timeout = millisFrom(op_timeout);
   if (executor_grace) {
@@ -207,16 +211,19 @@ void bindManager(nb::module_& m) {
       // MultiworldError otherwise (code: 'invalid_usage' for a name in use, 'io_error',
       // 'permission_denied', 'unavailable', ...). With async_op=True it returns at once a Work
       // that completes when the world is up (the name is reserved before it returns).
+      // cuda_wait (nccl worlds): "stream" (default) makes Work.wait() and the blocking calls
+      // order PyTorch's current stream after the operation without waiting for the GPU; "host"
+      // makes them wait on the host until the GPU is done. ValueError for anything else.
       .def(
           "initialize_world",
           [](PyManager& self, const std::string& name, int64_t rank, int64_t size,
              const std::string& backend, const std::string& addr, int64_t port, double timeout,
              std::optional<std::string> token, double heartbeat_timeout, nb::handle device,
              double op_timeout, std::optional<double> executor_grace, bool host_store,
-             bool async_op) -> nb::object {
+             bool async_op, const std::string& cuda_wait) -> nb::object {
             mw::WorldOptions o =
                 optionsFrom(name, rank, size, backend, addr, port, token, heartbeat_timeout, device,
-                            op_timeout, executor_grace, host_store);
+                            op_timeout, executor_grace, host_store, cuda_wait);
             const mw::Deadline deadline = deadlineFrom(timeout);
             if (async_op) {
               mw::Work w;
@@ -239,7 +246,7 @@ void bindManager(nb::module_& m) {
           nb::arg("token") = nb::none(), nb::arg("heartbeat_timeout") = 1.0,
           nb::arg("device") = nb::none(), nb::arg("op_timeout") = 60.0,
           nb::arg("executor_grace") = nb::none(), nb::arg("host_store") = true,
-          nb::arg("async_op") = false)
+          nb::arg("async_op") = false, nb::arg("cuda_wait") = "stream")
       // Contract: leaves world `name` (pending operations fail with MultiworldError code
       // 'aborted'; a joining world is cancelled). GIL released. MultiworldError code
       // 'not_found' for an unknown name.

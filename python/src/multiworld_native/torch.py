@@ -160,7 +160,7 @@ class _Work(_c10d.Work):
     waiting. Completing runs `after` (copies into the caller's tensors) once, before the
     future gets `result`."""
 
-    def __init__(self, native, result, after=None):
+    def __init__(self, native, result, after=None, side=None, keep=()):
         super().__init__()
         self._native = native
         self._after = after
@@ -171,7 +171,42 @@ class _Work(_c10d.Work):
         self._waiter = False
         self._done = False
         self._consumed = False
+        self._cuda = None       # CUDA works: the event after the operation and its copy-outs
+        device = getattr(native, "cuda_device", -1)
+        if device >= 0 and side is not None:
+            self._start_cuda(device, side(device), keep)
         _live.add(self)
+        if self._done:
+            _live.settle(self)  # done at once: let go 60 s from now unless consumed sooner
+
+    def _start_cuda(self, device, stream, keep):
+        """An operation on CUDA tensors: `stream` (the group's own for `device`) waits for it on
+        the GPU, its copy-outs run there after it, and from torch's view the Work is done at
+        once, as c10d's NCCL works are: wait() and the future (CUDA-aware) make the caller's
+        stream wait for `stream`; the host never waits for the GPU. A failure seen after this
+        fails the native operation (is_completed, exception) and the world's later operations;
+        the outputs are then undefined (docs/python.md)."""
+        error = None
+        with torch.cuda.stream(stream):
+            if self._after is not None:  # the copy-outs use these tensors on `stream`
+                for t in _tensors(self._result) + list(keep):
+                    t.record_stream(stream)  # not reused by the allocator before it is done
+            try:
+                self._native.wait()  # on a stream-ordered world: `stream` waits, the host not
+            except BaseException as e:  # noqa: BLE001 - handed to the future
+                error = e
+            if error is None and self._after is not None:
+                try:
+                    self._after()
+                except BaseException as e:  # noqa: BLE001
+                    error = e
+            self._after = None
+            self._cuda = torch.cuda.Event()
+            self._cuda.record(stream)
+            self._inner = Future(devices=[torch.device("cuda", device)])
+            self._inner.set_result(self._result if error is None
+                                   else _Failed(error.with_traceback(None)))
+        self._done = True
 
     def _complete(self):
         """Waits for the native operation (GIL released), then completes once."""
@@ -219,6 +254,9 @@ class _Work(_c10d.Work):
         return value.error if isinstance(value, _Failed) else None
 
     def is_completed(self):
+        if self._cuda is not None:  # done once the GPU finished the operation and its copy-outs
+            native = self._native
+            return (native is None or native.is_completed()) and self._cuda.query()
         if self._inner.done():  # done before its future's callbacks run, ours and the user's
             return True
         native = self._native
@@ -231,6 +269,11 @@ class _Work(_c10d.Work):
         return self.is_completed() and self._error() is None
 
     def exception(self):
+        if self._cuda is not None and self.is_completed():
+            failed = self._inner.value()
+            if isinstance(failed, _Failed):
+                return failed.error
+            return self._native.exception()
         return self._error() if self.is_completed() else None
 
     def result(self):
@@ -250,6 +293,15 @@ class _Work(_c10d.Work):
         if start:
             _waiters.submit(self._complete)
         return self._fut
+
+
+def _tensors(value):
+    """The tensors in `value` (a tensor, or lists of them)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
 
 
 def _one(tensors, what):
@@ -273,6 +325,22 @@ class WorldProcessGroup(dist.ProcessGroup):
         self._rank = info.rank
         self._size = info.size
         self._owned = None  # register()'s groups: removes their world (weakref.finalize)
+        self._side = {}     # CUDA device -> this group's stream for its works' copy-outs
+        self._side_lock = threading.Lock()
+
+    def _side_stream(self, device):
+        """This group's own stream on `device`: its works' copy-outs run there after the
+        operation, so that another world's stall never holds them (one per group)."""
+        stream = self._side.get(device)
+        if stream is None:
+            with self._side_lock:
+                stream = self._side.get(device)
+                if stream is None:
+                    stream = self._side[device] = torch.cuda.Stream(device=device)
+        return stream
+
+    def _work(self, native, result, after=None, keep=()):
+        return _Work(native, result, after, side=self._side_stream, keep=keep)
 
     @property
     def world(self):
@@ -295,17 +363,18 @@ class WorldProcessGroup(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         t = _one(tensors, "allreduce")
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        return _Work(self._comm.all_reduce(self._world, t, op=op, async_op=True), tensors)
+        return self._work(self._comm.all_reduce(self._world, t, op=op, async_op=True), tensors)
 
     def broadcast(self, tensors, opts=None):
         t = _one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
-        return _Work(self._comm.broadcast(self._world, t, root, async_op=True), tensors)
+        return self._work(self._comm.broadcast(self._world, t, root, async_op=True), tensors)
 
     def reduce(self, tensors, opts=None):
         t = _one(tensors, "reduce")
-        return _Work(self._comm.reduce(self._world, t, opts.rootRank,
-                                       op=_reduce_op(opts.reduceOp), async_op=True), tensors)
+        return self._work(self._comm.reduce(self._world, t, opts.rootRank,
+                                            op=_reduce_op(opts.reduceOp), async_op=True),
+                          tensors)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "allgather").contiguous()
@@ -319,11 +388,12 @@ class WorldProcessGroup(dist.ProcessGroup):
             for i, o in enumerate(outs):
                 o.copy_(flat[i])
 
-        return _Work(self._comm.all_gather(self._world, flat, t, async_op=True),
-                     output_tensors, after)
+        return self._work(self._comm.all_gather(self._world, flat, t, async_op=True),
+                          output_tensors, after, keep=(flat, t))
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002 - torch's name
-        return _Work(self._comm.all_gather(self._world, output, input, async_op=True), [output])
+        return self._work(self._comm.all_gather(self._world, output, input, async_op=True),
+                          [output])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "reduce_scatter")
@@ -332,21 +402,21 @@ class WorldProcessGroup(dist.ProcessGroup):
             raise ValueError(f"multiworld process group: reduce_scatter needs {self._size} "
                              f"input tensors (got {len(ins)})")
         flat = torch.stack([i.contiguous() for i in ins])
-        return _Work(self._comm.reduce_scatter(self._world, out, flat,
-                                               op=_reduce_op(opts.reduceOp), async_op=True),
-                     output_tensors)
+        return self._work(self._comm.reduce_scatter(self._world, out, flat,
+                                                    op=_reduce_op(opts.reduceOp), async_op=True),
+                          output_tensors, keep=(flat,))
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 - torch's name
-        return _Work(self._comm.reduce_scatter(self._world, output, input,
-                                               op=_reduce_op(opts.reduceOp), async_op=True),
-                     [output])
+        return self._work(self._comm.reduce_scatter(self._world, output, input,
+                                                    op=_reduce_op(opts.reduceOp), async_op=True),
+                          [output])
 
     def gather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "gather").contiguous()
         root = opts.rootRank
         if self._rank != root:
-            return _Work(self._comm.gather(self._world, None, t, root, async_op=True),
-                         output_tensors)
+            return self._work(self._comm.gather(self._world, None, t, root, async_op=True),
+                              output_tensors, keep=(t,))
         outs = _one(output_tensors, "gather")
         flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
 
@@ -354,8 +424,8 @@ class WorldProcessGroup(dist.ProcessGroup):
             for i, o in enumerate(outs):
                 o.copy_(flat[i])
 
-        return _Work(self._comm.gather(self._world, flat, t, root, async_op=True),
-                     output_tensors, after)
+        return self._work(self._comm.gather(self._world, flat, t, root, async_op=True),
+                          output_tensors, after, keep=(flat, t))
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "scatter")
@@ -363,8 +433,8 @@ class WorldProcessGroup(dist.ProcessGroup):
         flat = None
         if self._rank == root:
             flat = torch.stack([i.contiguous() for i in _one(input_tensors, "scatter")])
-        return _Work(self._comm.scatter(self._world, out, flat, root, async_op=True),
-                     output_tensors)
+        return self._work(self._comm.scatter(self._world, out, flat, root, async_op=True),
+                          output_tensors, keep=() if flat is None else (flat,))
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         if len(input_tensors) != self._size or len(output_tensors) != self._size:
@@ -377,28 +447,29 @@ class WorldProcessGroup(dist.ProcessGroup):
             for i, o in enumerate(output_tensors):
                 o.copy_(flat_out[i])
 
-        return _Work(self._comm.all_to_all(self._world, flat_out, flat_in, async_op=True),
-                     output_tensors, after)
+        return self._work(self._comm.all_to_all(self._world, flat_out, flat_in, async_op=True),
+                          output_tensors, after, keep=(flat_in, flat_out))
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,  # noqa: A002
                       opts=None):
         if list(output_split_sizes) or list(input_split_sizes):
             raise ValueError("multiworld process group: all_to_all_single with split sizes is "
                              "not supported (equal blocks are)")
-        return _Work(self._comm.all_to_all(self._world, output, input, async_op=True), [output])
+        return self._work(self._comm.all_to_all(self._world, output, input, async_op=True),
+                          [output])
 
     def barrier(self, opts=None):
-        return _Work(self._comm.barrier(self._world, async_op=True), [])
+        return self._work(self._comm.barrier(self._world, async_op=True), [])
 
     # ---- point to point ----
 
     def send(self, tensors, dst, tag=0):
         t = _one(tensors, "send")
-        return _Work(self._comm.isend(self._world, t, dst, tag=tag), tensors)
+        return self._work(self._comm.isend(self._world, t, dst, tag=tag), tensors)
 
     def recv(self, tensors, src, tag=0):
         t = _one(tensors, "recv")
-        return _Work(self._comm.irecv(self._world, t, src, tag=tag), tensors)
+        return self._work(self._comm.irecv(self._world, t, src, tag=tag), tensors)
 
     def recv_anysource(self, tensors, tag=0):
         raise MultiworldError("multiworld process group: a receive from any source is not "

@@ -43,7 +43,8 @@ class Communicator {
   // Point to point. tag: 0 .. 2^31-1.
   Work isend(const std::string& world, const Tensor& t, int dst, int tag = 0);
   Work irecv(const std::string& world, const Tensor& t, int src, int tag = 0);
-  // Blocking forms: isend/irecv then wait (bounded by the world's op deadline).
+  // Blocking forms: isend/irecv then synchronize (the host waits, on nccl worlds too; bounded by
+  // the world's op deadline).
   Status send(const std::string& world, const Tensor& t, int dst, int tag = 0);
   Status recv(const std::string& world, const Tensor& t, int src, int tag = 0);
 

@@ -7,9 +7,12 @@
 //   of the world's device. The runtime records a CUDA event on that stream at submission and makes
 //   the world's own stream wait for it, so the caller's kernels that write an input (or still read
 //   an output) are finished first, without blocking the host.
-// - Output side. A Work completes (test() true, wait() returns) only once the GPU has finished
-//   the operation: after that, any stream may use the results. Until then the tensors are the
-//   runtime's (communicator.h: keep them alive and untouched until the Work completes).
+// - Output side. Work::wait() on an nccl world (CudaWait::kStream, the default) makes the waiting
+//   thread's current stream wait for the operation on the GPU and returns without waiting for
+//   the GPU: work queued on that stream afterwards sees the results. A Work completes (test()
+//   true, synchronize() returns) only once the GPU has finished the operation: after that, any
+//   stream may use the results. Until then the tensors are the runtime's (communicator.h: keep
+//   them alive and untouched until the Work completes).
 // - A stream that is not a valid stream of the world's device fails the operation with
 //   kInvalidArgument naming the stream and CUDA's error; the world stays healthy.
 // Gloo worlds (CPU tensors) ignore the current stream.

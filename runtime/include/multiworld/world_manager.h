@@ -41,6 +41,15 @@ Result<BackendKind> parseBackend(const std::string& name);
 // Whether `name` follows the rule for world names: 1..128 characters of [A-Za-z0-9_.-]. Pure.
 bool validWorldName(std::string_view name);
 
+// How Work::wait() waits on an nccl world (work.h): kStream orders the caller's current CUDA stream
+// after the operation and returns without waiting for the GPU (as PyTorch's NCCL groups do);
+// kHost blocks the calling thread until the GPU has finished the operation (synchronize()).
+enum class CudaWait : uint8_t { kStream = 0, kHost = 1 };
+// "stream", "host".
+const char* cudaWaitName(CudaWait w);
+// Parses "stream" or "host". kInvalidArgument otherwise.
+Result<CudaWait> parseCudaWait(const std::string& name);
+
 enum class WorldState : uint8_t { kJoining = 0, kHealthy = 1, kBroken = 2, kRemoved = 3 };
 // "joining", "healthy", "broken", "removed".
 const char* worldStateName(WorldState s);
@@ -85,6 +94,8 @@ struct WorldOptions {
   // scheduler tick the executor's timer is the CPU's earliest, and arming and cancelling it
   // reprograms the CPU's timer (docs/design.md, "The Gloo backend", has the cost measured).
   std::chrono::microseconds executor_grace{5000};
+  // nccl worlds: what Work::wait() does (CudaWait above); Gloo worlds wait on the host always.
+  CudaWait cuda_wait = CudaWait::kStream;
 };
 
 struct WorldInfo {

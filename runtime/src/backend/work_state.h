@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,16 @@ class WorkDriver {
   // its own thread, instead of at the end of its grace. For threads that wait without running it
   // (waitAny, test).
   virtual void expedite(const WorkState* target) = 0;
+  // Work::wait's stream-ordered form (GPU worlds): orders `stream` (the calling thread's current
+  // CUDA stream; nullptr is the legacy default stream of the world's device) after `target` on the
+  // GPU and returns without waiting for the GPU: OK, or the work's error when it completed with
+  // one already; kTimeout when `target` was not even launched by `deadline`; kInvalidArgument
+  // when CUDA refuses the stream. nullopt when the backend does not order streams (Gloo, or a
+  // world that waits on the host): the caller then waits on the host.
+  virtual std::optional<Status> orderStream(WorkState* target, void* stream, Deadline deadline) {
+    (void)target, (void)stream, (void)deadline;
+    return std::nullopt;
+  }
 };
 
 // Thread rules: complete() from any thread, once wins; waiting from any thread.
@@ -62,6 +73,13 @@ struct WorkState {
   bool done MW_GUARDED_BY(mu) = false;
   Status status MW_GUARDED_BY(mu);
   std::vector<AnyWaiter*> any_waiters MW_GUARDED_BY(mu);
+  // GPU worlds: the CUDA event (a cudaEvent_t) the backend recorded on its world's stream after
+  // the operation, set when it launched the operation (nullptr before). The backend reuses the
+  // event only after complete(), which takes `mu`: a thread holding `mu` that sees `done` false
+  // may use it. markLaunched() sets it and wakes the threads waiting for the launch (on `cv`).
+  void* gpu_done MW_GUARDED_BY(mu) = nullptr;
+  bool launched MW_GUARDED_BY(mu) = false;
+  void markLaunched(void* done_event) MW_EXCLUDES(mu);
 };
 
 // The library's access to what a Work hides from its users.

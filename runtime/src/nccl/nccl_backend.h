@@ -1,7 +1,10 @@
 // The NCCL backend: GPU worlds, one non-blocking NCCL communicator and one CUDA stream per world.
 //
-// Completion is found by polling a CUDA event per operation and the communicator's asynchronous
-// error against the operation's deadline; nothing ever blocks in a stream synchronize. A failed or
+// The submitting thread launches an operation itself when the world has nothing queued (else the
+// world's executor thread does, in order); a completer thread per world completes operations in
+// order as the GPU passes their done events, after reading the communicator's asynchronous error;
+// Work::wait() is stream-ordered (the caller's stream waits for the done event) unless the world
+// waits on the host (CudaWait::kHost). Nothing blocks in a stream synchronize. A failed or
 // removed world's communicator is aborted (ncclCommAbort, never finalized or destroyed: its peer
 // may be dead) on a thread of its own, so that no abort waits behind another; every wait for the
 // GPU is bounded, and past the bound the world's memory is left behind rather than freed under
@@ -10,6 +13,7 @@
 // Built only where CUDA and NCCL are found (MW_WITH_NCCL); without them createNcclBackend says so.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,7 +26,8 @@ struct NcclConfig {
   std::string world;
   int rank = 0;
   int size = 1;
-  int device = 0;  // CUDA ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)
+  int device = 0;          // CUDA ordinal as this process sees it (CUDA_VISIBLE_DEVICES applies)
+  bool host_wait = false;  // Work::wait() blocks the host (CudaWait::kHost), else stream-ordered
 };
 
 // OK when CUDA device `index` can be used by this process. kUnavailable naming what is missing
@@ -45,6 +50,27 @@ bool waitForNcclAborts(Deadline deadline);
 
 // The communicator aborts started and not yet returned in this process. Thread-safe.
 int ncclAbortsInFlight();
+
+// How a world's completer thread learns that the GPU passed an operation's done event
+// (docs/design.md, "Completion"): kSpin polls the event without pause (lag about a microsecond,
+// a core while operations are in flight); kBlocking sleeps in cudaEventSynchronize on a
+// blocking-sync event (woken by the GPU's interrupt, no CPU while waiting); kHybrid polls for 20 us
+// then sleeps as kBlocking does. MW_NCCL_COMPLETION=spin|blocking|hybrid chooses, read once per
+// process; hybrid when unset. setNcclCompletionMode (benchmarks, tests) sets the mode of the
+// worlds created after it. Thread-safe.
+enum class NcclCompletion : uint8_t { kSpin, kBlocking, kHybrid };
+NcclCompletion ncclCompletionMode();
+void setNcclCompletionMode(NcclCompletion m);
+const char* ncclCompletionName(NcclCompletion m);
+
+// Launches of the process's nccl worlds so far, by the thread that made them: the submitting
+// thread itself, or a world's executor (a thread hand-off: the world was busy launching, or the
+// GPU's launch lock was held by another world). Thread-safe.
+struct NcclLaunchCounts {
+  long caller = 0;
+  long executor = 0;
+};
+NcclLaunchCounts ncclLaunchCounts();
 
 // The initializing threads (mw-nccl-init) of this process that have not yet returned. NCCL's own
 // threads started from one keep its name (NCCL names threads only with NCCL_SET_THREAD_NAME=1),

@@ -33,7 +33,8 @@ inline constexpr int kMinNcclVersion = 22200;
   X(cudaGetErrorString) X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaFree)            \
   X(cudaMemset) X(cudaEventCreateWithFlags) X(cudaEventRecord) X(cudaEventQuery)                 \
   X(cudaEventDestroy) X(cudaGetDevice) X(cudaStreamWaitEvent) X(cudaStreamIsCapturing)           \
-  X(cudaDriverGetVersion) X(cudaRuntimeGetVersion)
+  X(cudaDriverGetVersion) X(cudaRuntimeGetVersion) X(cudaEventSynchronize) X(cudaMemcpyAsync)   \
+  X(cudaLaunchHostFunc) X(cudaStreamSynchronize)
 #define MW_NCCL_FUNCTIONS(X)                                                                     \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
   X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGroupStart) X(ncclGroupEnd)   \

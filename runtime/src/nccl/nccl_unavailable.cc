@@ -27,6 +27,14 @@ int ncclAbortsInFlight() { return 0; }
 
 int ncclInitThreadsRunning() { return 0; }
 
+NcclCompletion ncclCompletionMode() { return NcclCompletion::kHybrid; }
+
+void setNcclCompletionMode(NcclCompletion) {}
+
+const char* ncclCompletionName(NcclCompletion) { return "none"; }
+
+NcclLaunchCounts ncclLaunchCounts() { return {}; }
+
 }  // namespace mw::detail
 
 // multiworld/gpu.h without the NCCL backend: no GPU can be used, and no buffer ever holds memory.

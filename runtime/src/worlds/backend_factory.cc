@@ -14,8 +14,9 @@ Result<std::shared_ptr<Backend>> createBackend(const WorldOptions& o, const std:
                                                StoreClient& store, BackendErrorHandler on_error,
                                                Deadline deadline) {
   if (o.backend == BackendKind::kNccl) {
-    return createNcclBackend(NcclConfig{o.name, o.rank, o.size, o.device.index}, store,
-                             std::move(on_error), deadline);
+    return createNcclBackend(
+        NcclConfig{o.name, o.rank, o.size, o.device.index, o.cuda_wait == CudaWait::kHost}, store,
+        std::move(on_error), deadline);
   }
   return createGlooBackend(GlooConfig{o.name, o.rank, o.size, bind_host, o.executor_grace}, store,
                            std::move(on_error), deadline);

@@ -217,11 +217,11 @@ Work Communicator::irecv(const std::string& world, const Tensor& t, int src, int
 }
 
 Status Communicator::send(const std::string& world, const Tensor& t, int dst, int tag) {
-  return submit(manager_, world, request(OpKind::kSend, t, {}, dst, tag), true).wait();
+  return submit(manager_, world, request(OpKind::kSend, t, {}, dst, tag), true).synchronize();
 }
 
 Status Communicator::recv(const std::string& world, const Tensor& t, int src, int tag) {
-  return submit(manager_, world, request(OpKind::kRecv, t, {}, src, tag), true).wait();
+  return submit(manager_, world, request(OpKind::kRecv, t, {}, src, tag), true).synchronize();
 }
 
 Work Communicator::broadcast(const std::string& world, const Tensor& t, int root) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/work_state.h"
+#include "multiworld/cuda_stream.h"
 #include "worlds/telemetry.h"
 
 namespace mw {
@@ -34,6 +35,15 @@ bool WorkState::complete(Status s) {
   return true;
 }
 
+void WorkState::markLaunched(void* done_event) {
+  {
+    MutexLock lock(mu);
+    gpu_done = done_event;
+    launched = true;
+  }
+  cv.notify_all();
+}
+
 bool WorkState::isDone() const {
   MutexLock lock(mu);
   return done;
@@ -58,6 +68,18 @@ Work Work::done(const std::string& world, Status status) {
 
 Status Work::wait(Deadline deadline) const {
   if (!state_) return Status(Code::kInvalidUsage, "wait() on an empty Work");
+  if (!state_->isDone()) {
+    if (auto d = state_->driver.lock()) {
+      if (auto ordered = d->orderStream(state_.get(), currentCudaStream(), deadline)) {
+        return *ordered;
+      }
+    }
+  }
+  return synchronize(deadline);
+}
+
+Status Work::synchronize(Deadline deadline) const {
+  if (!state_) return Status(Code::kInvalidUsage, "synchronize() on an empty Work");
   if (!state_->isDone()) {
     if (auto d = state_->driver.lock()) d->driveUntil(state_.get(), deadline);
   }

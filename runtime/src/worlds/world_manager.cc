@@ -39,6 +39,23 @@ Result<BackendKind> parseBackend(const std::string& name) {
   return Status(Code::kInvalidArgument, "unknown backend '" + name + "' (expected gloo or nccl)");
 }
 
+const char* cudaWaitName(CudaWait w) {
+  switch (w) {
+    case CudaWait::kStream:
+      return "stream";
+    case CudaWait::kHost:
+      return "host";
+  }
+  return "unknown";
+}
+
+Result<CudaWait> parseCudaWait(const std::string& name) {
+  if (name == "stream") return CudaWait::kStream;
+  if (name == "host") return CudaWait::kHost;
+  return Status(Code::kInvalidArgument,
+                "unknown cuda_wait '" + name + "' (expected stream or host)");
+}
+
 const char* worldStateName(WorldState s) {
   switch (s) {
     case WorldState::kJoining:
@@ -125,6 +142,10 @@ Status validate(const WorldOptions& o) {
       o.executor_grace > std::chrono::seconds(10)) {
     return invalid(w + "executor_grace " + std::to_string(o.executor_grace.count()) +
                    " us must be between 0 and 10 s");
+  }
+  if (o.cuda_wait != CudaWait::kStream && o.cuda_wait != CudaWait::kHost) {
+    return invalid(w + "cuda_wait " + std::to_string(static_cast<int>(o.cuda_wait)) +
+                   " is neither stream nor host");
   }
   if (o.store.host.empty()) return invalid(w + "store host is empty");
   if (o.store.port == 0 && !(o.rank == 0 && o.host_store)) {
