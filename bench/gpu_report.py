@@ -28,6 +28,7 @@ def verdict(ok):
 
 
 def size_name(size):
+    size = int(size)  # JSON numbers come back as floats
     if size >= 1 << 30:
         return f"{size >> 30} GiB"
     return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"

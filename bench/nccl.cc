@@ -6,6 +6,7 @@
 // directly, and the bandwidth each delivers. Raw NCCL goes through the runtime's loader
 // (nccl_loader.h), so both sides use the very same NCCL and CUDA runtime files.
 #include <dirent.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdio>
@@ -31,6 +32,8 @@ const char* const kNcclHelp =
     "\n"
     "One process, one GPU: one-rank nccl worlds of the runtime against a one-rank raw NCCL\n"
     "communicator (the same NCCL and CUDA runtime files, through the runtime's loader). Parts:\n"
+    "  costs       each CUDA and NCCL call of the launch path alone (ns per call), the runtime's\n"
+    "              submission, and two calls beside a thread that polls an event\n"
     "  calls       all_reduce of 4 floats, per operation (us), runtime against raw NCCL:\n"
     "              launch: allReduce + wait() (stream-ordered), host time per call, against the\n"
     "                raw NCCL call alone and against raw NCCL with c10d's ordering (an event on\n"
@@ -43,11 +46,11 @@ const char* const kNcclHelp =
     "              against the executor (thread hand-offs).\n"
     "  bandwidth   per size, all_reduce and broadcast issued back to back and waited for at the\n"
     "              end; bytes / time, and runtime/raw per rep (variants alternate rep by rep)\n"
-    "  completion  per completion mode of the runtime (hybrid, blocking, spin): the lag between\n"
-    "              the GPU finishing an operation (an all_gather that copies --lag-sizes bytes)\n"
-    "              and its Work completing, and the CPU the world's threads use while the world\n"
-    "              is busy with such operations back to back (fraction of one core).\n"
-    "              Target: lag <= 10 us at a few percent of a core.\n"
+    "  completion  per completion mode of the runtime (hybrid, predict, blocking, spin): the\n"
+    "              lag between the GPU finishing an operation (an all_gather that copies\n"
+    "              --lag-sizes bytes) and its Work completing, and the CPU the world's threads\n"
+    "              use while the world is busy with such operations back to back (fraction of\n"
+    "              one core). Target: lag <= 10 us at a few percent of a core.\n"
     "  mechanisms  the same lag measured on raw CUDA for the three ways to learn of completion:\n"
     "              polling an event, a blocking-sync event (cudaEventSynchronize) and a host\n"
     "              function (cudaLaunchHostFunc); lag = latency - the polled latency.\n"
@@ -58,7 +61,8 @@ const char* const kNcclHelp =
     "exits 3 and says why.\n"
     "\n"
     "  --device N          the CUDA device (default 0)\n"
-    "  --parts LIST        parts to run (default calls,bandwidth,completion,mechanisms,isolation)\n"
+    "  --parts LIST        parts to run (default all: costs,calls,bandwidth,completion,\n"
+    "                      mechanisms,isolation)\n"
     "  --sizes LIST        bandwidth message sizes (default 1M,16M,64M)\n"
     "  --calls N           operations per calls block (default 2000)\n"
     "  --reps N            blocks / reps per variant (default 5)\n"
@@ -139,6 +143,61 @@ struct Raw {
     }
     cudaOk(a, e, "cudaEventQuery");
   }
+};
+
+// A flag in pinned, mapped host memory that a stream writes when it reaches a point
+// (cuStreamWriteValue32, the driver's stream memory operation): the host learns of the point by
+// reading memory, with no CUDA call. Optional: where libcuda or the calls are missing (the
+// simulated GPU), ok() is false.
+struct HostFlag {
+  using WriteFn = int (*)(cudaStream_t, unsigned long long, unsigned, unsigned);
+  using HostAllocFn = cudaError_t (*)(void**, size_t, unsigned);
+  using DevicePtrFn = cudaError_t (*)(void**, void*, unsigned);
+  using FreeHostFn = cudaError_t (*)(void*);
+  WriteFn write = nullptr;
+  FreeHostFn free_host = nullptr;
+  volatile unsigned* host = nullptr;
+  unsigned long long device = 0;
+  unsigned seq = 0;
+  std::string why;
+
+  explicit HostFlag(const Api& a) {
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void* rt = dlopen(a.cudart_file.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (cuda == nullptr || rt == nullptr) {
+      why = "libcuda.so.1 or the CUDA runtime cannot be opened";
+      return;
+    }
+    write = reinterpret_cast<WriteFn>(dlsym(cuda, "cuStreamWriteValue32_v2"));
+    auto alloc = reinterpret_cast<HostAllocFn>(dlsym(rt, "cudaHostAlloc"));
+    auto dptr = reinterpret_cast<DevicePtrFn>(dlsym(rt, "cudaHostGetDevicePointer"));
+    free_host = reinterpret_cast<FreeHostFn>(dlsym(rt, "cudaFreeHost"));
+    if (write == nullptr || alloc == nullptr || dptr == nullptr || free_host == nullptr) {
+      why = "cuStreamWriteValue32_v2 or cudaHostAlloc missing";
+      write = nullptr;
+      return;
+    }
+    void* p = nullptr;
+    void* d = nullptr;
+    if (alloc(&p, 4096, cudaHostAllocMapped) != cudaSuccess || dptr(&d, p, 0) != cudaSuccess) {
+      why = "cudaHostAlloc(mapped) failed";
+      write = nullptr;
+      return;
+    }
+    host = static_cast<volatile unsigned*>(p);
+    *host = 0;
+    device = reinterpret_cast<unsigned long long>(d);
+  }
+  ~HostFlag() {
+    if (host != nullptr) free_host(const_cast<unsigned*>(host));
+  }
+  bool ok() const { return write != nullptr; }
+  // Queues the write of the next value on `stream`; returns it (0 when the call failed).
+  unsigned mark(cudaStream_t stream) {
+    ++seq;
+    return write(stream, device, seq, 0) == 0 ? seq : 0;
+  }
+  bool reached(unsigned v) const { return *host >= v; }
 };
 
 mw::Work issue(mw::Communicator& comm, Kind k, const mw::Tensor& t, const char* world = kWorld) {
@@ -252,16 +311,17 @@ int runNccl(int argc, char** argv, int first) {
           {});
   const int device = static_cast<int>(f.integer("--device", 0, 0, 1023));
   const std::string parts =
-      "," + f.str("--parts", "calls,bandwidth,completion,mechanisms,isolation") + ",";
+      "," + f.str("--parts", "costs,calls,bandwidth,completion,mechanisms,isolation") + ",";
   {
     std::string rest = parts;
-    for (const char* known : {"calls", "bandwidth", "completion", "mechanisms", "isolation"}) {
+    for (const char* known :
+         {"costs", "calls", "bandwidth", "completion", "mechanisms", "isolation"}) {
       const std::string k = std::string(",") + known + ",";
       for (size_t at; (at = rest.find(k)) != std::string::npos;) rest.erase(at, k.size() - 1);
     }
     if (rest.find_first_not_of(',') != std::string::npos) {
       throw UsageError("--parts: unknown part in '" + f.str("--parts", "") +
-                       "' (calls, bandwidth, completion, mechanisms, isolation)");
+                       "' (costs, calls, bandwidth, completion, mechanisms, isolation)");
     }
   }
   const auto want = [&](const char* p) {
@@ -329,6 +389,74 @@ int runNccl(int argc, char** argv, int first) {
   doc.set("config", cfg);
   std::printf("\nNCCL %d (%s), device %d: runtime one-rank world vs raw one-rank communicator\n",
               a.nccl_version, a.nccl_file.c_str(), device);
+
+  if (want("costs")) {
+    // What each call of the launch path costs alone on this machine (ns per call, the median of
+    // --reps blocks of --calls calls): the floor of what the runtime adds around NCCL.
+    std::printf(
+        "\ncosts: each CUDA/NCCL call of the launch path alone, ns per call, median "
+        "[min..max]\n");
+    cudaEvent_t ev = nullptr;
+    cudaOk(a, a.cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+    cudaEvent_t evb = nullptr;
+    cudaOk(a, a.cudaEventCreateWithFlags(&evb, cudaEventDisableTiming | cudaEventBlockingSync),
+           "cudaEventCreate");
+    Json costs = Json::object();
+    mw::Work last;
+    const long per_block = std::min<long>(calls, 512);  // under the world's 1024 in flight
+    const auto each = [&](const char* name, const auto& call) {
+      std::vector<double> ns;
+      for (int b = 0; b < reps; ++b) {
+        const auto t0 = Clock::now();
+        for (long i = 0; i < per_block; ++i) call();
+        ns.push_back(1e3 * us(Clock::now() - t0) / static_cast<double>(per_block));
+        raw.wait();
+        if (last.valid()) expectOk(last.synchronize(), "all_reduce");
+      }
+      const Summary m = summarize(ns);
+      std::printf("  %-44s %8.1f [%.1f..%.1f]\n", name, m.median, m.min, m.max);
+      costs.set(name, sampleJson(ns));
+    };
+    int dev = 0;
+    cudaStreamCaptureStatus cap;
+    each("cudaGetDevice", [&] { a.cudaGetDevice(&dev); });
+    each("cudaStreamIsCapturing", [&] { a.cudaStreamIsCapturing(mine, &cap); });
+    each("cudaEventRecord (caller's stream)", [&] { a.cudaEventRecord(ev, mine); });
+    each("cudaEventRecord (blocking-sync event)", [&] { a.cudaEventRecord(evb, raw.stream); });
+    each("cudaStreamWaitEvent", [&] { a.cudaStreamWaitEvent(raw.stream, ev, 0); });
+    each("ncclAllReduce (4 floats)", [&] { raw.issue(kAllReduce, raw_buf, 4); });
+    each("cudaEventQuery (done)", [&] { a.cudaEventQuery(ev); });
+    ncclResult_t async_err;
+    each("ncclCommGetAsyncError", [&] { a.ncclCommGetAsyncError(raw.comm, &async_err); });
+    each("runtime submit, no wait (allReduce)", [&] { last = comm.allReduce(kWorld, tensor(16)); });
+    HostFlag flag(a);
+    if (flag.ok()) {
+      each("cuStreamWriteValue32 (a host flag)", [&] { flag.mark(raw.stream); });
+      std::atomic<bool> stop_read{false};
+      std::thread reader([&] {
+        while (!stop_read.load()) (void)flag.reached(flag.seq);
+      });
+      each("ncclAllReduce, a thread reading host memory",
+           [&] { raw.issue(kAllReduce, raw_buf, 4); });
+      stop_read = true;
+      reader.join();
+    } else {
+      std::printf("  (a host flag: not available here: %s)\n", flag.why.c_str());
+    }
+    // The same with a thread polling an event beside it, as a spinning completer does.
+    std::atomic<bool> stop_poll{false};
+    std::thread poller([&] {
+      while (!stop_poll.load()) a.cudaEventQuery(ev);
+    });
+    each("ncclAllReduce, a thread polling an event", [&] { raw.issue(kAllReduce, raw_buf, 4); });
+    each("cudaEventRecord, a thread polling an event", [&] { a.cudaEventRecord(ev, mine); });
+    stop_poll = true;
+    poller.join();
+    expectOk(comm.allReduce(kWorld, tensor(16)).synchronize(), "all_reduce");
+    a.cudaEventDestroy(ev);
+    a.cudaEventDestroy(evb);
+    doc.set("costs", costs);
+  }
 
   if (want("calls")) {
     std::printf(
@@ -462,8 +590,8 @@ int runNccl(int argc, char** argv, int first) {
     cudaEvent_t seen = nullptr;
     cudaOk(a, a.cudaEventCreateWithFlags(&seen, cudaEventDisableTiming), "cudaEventCreate");
     using mw::detail::NcclCompletion;
-    for (NcclCompletion mode :
-         {NcclCompletion::kHybrid, NcclCompletion::kBlocking, NcclCompletion::kSpin}) {
+    for (NcclCompletion mode : {NcclCompletion::kHybrid, NcclCompletion::kPredict,
+                                NcclCompletion::kBlocking, NcclCompletion::kSpin}) {
       const std::string name = std::string("lag-") + mw::detail::ncclCompletionName(mode);
       mw::detail::setNcclCompletionMode(mode);
       expectOk(
@@ -530,8 +658,9 @@ int runNccl(int argc, char** argv, int first) {
     std::printf(
         "\nmechanisms on raw CUDA: latency from a D2D copy's submission to the host "
         "learning it finished (us, median [p10..p90])\n");
-    std::printf("  %8s %-24s %-24s %-24s\n", "size", "polled event", "blocking-sync event",
-                "host function");
+    std::printf("  %8s %-24s %-24s %-24s %-24s\n", "size", "polled event", "blocking-sync event",
+                "host function", "host flag (stream write)");
+    HostFlag flag(a);
     cudaEvent_t polled = nullptr, blocking = nullptr;
     cudaOk(a, a.cudaEventCreateWithFlags(&polled, cudaEventDisableTiming), "cudaEventCreate");
     cudaOk(a, a.cudaEventCreateWithFlags(&blocking, cudaEventDisableTiming | cudaEventBlockingSync),
@@ -544,10 +673,11 @@ int runNccl(int argc, char** argv, int first) {
     };
     Json mech = Json::array();
     for (size_t size : lag_sizes) {
-      std::vector<double> poll_us, block_us, fn_us;
+      std::vector<double> poll_us, block_us, fn_us, flag_us;
+      const int kinds = flag.ok() ? 4 : 3;
       for (int i = 0; i < samples; ++i) {
-        for (int m = 0; m < 3; ++m) {
-          const int which = (m + i) % 3;
+        for (int m = 0; m < kinds; ++m) {
+          const int which = (m + i) % kinds;
           cb.at.store(0);
           const auto t0 = Clock::now();
           cudaOk(a, a.cudaMemcpyAsync(lag_out, lag_in, size, cudaMemcpyDeviceToDevice, raw.stream),
@@ -563,6 +693,12 @@ int runNccl(int argc, char** argv, int first) {
             cudaOk(a, a.cudaEventRecord(blocking, raw.stream), "cudaEventRecord");
             cudaOk(a, a.cudaEventSynchronize(blocking), "cudaEventSynchronize");
             block_us.push_back(us(Clock::now() - t0));
+          } else if (which == 3) {
+            const unsigned v = flag.mark(raw.stream);
+            if (v == 0) throw BenchError("cuStreamWriteValue32 failed");
+            while (!flag.reached(v)) {
+            }
+            flag_us.push_back(us(Clock::now() - t0));
           } else {
             cudaOk(a, a.cudaLaunchHostFunc(raw.stream, host_fn, &cb), "cudaLaunchHostFunc");
             while (cb.at.load() == 0) {
@@ -575,11 +711,18 @@ int runNccl(int argc, char** argv, int first) {
       std::printf("  %8s %7.2f [%.2f..%.2f]%5s %7.2f [%.2f..%.2f]%5s %7.2f [%.2f..%.2f]\n",
                   sizeName(size).c_str(), p.median, p.p10, p.p90, "", b.median, b.p10, b.p90, "",
                   h.median, h.p10, h.p90);
-      std::printf("  %8s lag: blocking-sync %+.2f us, host function %+.2f us\n", "",
+      std::printf("  %8s lag: blocking-sync %+.2f us, host function %+.2f us", "",
                   b.median - p.median, h.median - p.median);
       Json x = Json::object();
       x.set("size", static_cast<long>(size)).set("polled_us", sampleJson(poll_us));
       x.set("blocking_us", sampleJson(block_us)).set("host_function_us", sampleJson(fn_us));
+      if (!flag_us.empty()) {
+        const Summary q = summarize(flag_us);
+        std::printf(", host flag %7.2f [%.2f..%.2f] (%+.2f us)", q.median, q.p10, q.p90,
+                    q.median - p.median);
+        x.set("host_flag_us", sampleJson(flag_us));
+      }
+      std::printf("\n");
       mech.push(x);
     }
     a.cudaEventDestroy(polled);

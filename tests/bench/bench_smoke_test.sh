@@ -95,7 +95,7 @@ if grep -q "^  nccl " <<<"$("$bench" --help)"; then
     MW_CUDART_LIBRARY=$MW_SIM_CUDA MW_NCCL_LIBRARY=$MW_SIM_CUDA \
       run nccl --calls 50 --reps 2 --sizes 64K --bytes-per-rep 1M --lag-sizes 64K --samples 5 \
       --busy-seconds 0.1
-    field nccl 'd["calls"]["raw_launch_us"]["n"] == 2 and d["calls"]["runtime_waited_us"]["n"] == 2 and d["calls"]["launches_by_caller"] > 0 and len(d["bandwidth"]) == 2 and d["bandwidth"][0]["runtime_over_raw"]["n"] == 2 and len(d["completion"]) == 3 and d["completion"][0]["lag_us"]["n"] == 5 and d["mechanisms"][0]["host_function_us"]["n"] == 5 and d["isolation"]["before_ops_per_window"]["n"] > 0 and d["isolation"]["victim_detect_ms"] >= 0'
+    field nccl 'd["calls"]["raw_launch_us"]["n"] == 2 and d["calls"]["runtime_waited_us"]["n"] == 2 and d["calls"]["launches_by_caller"] > 0 and len(d["bandwidth"]) == 2 and d["bandwidth"][0]["runtime_over_raw"]["n"] == 2 and len(d["completion"]) == 4 and d["completion"][0]["lag_us"]["n"] == 5 and len(d["costs"]) >= 9 and d["mechanisms"][0]["host_function_us"]["n"] == 5 and d["isolation"]["before_ops_per_window"]["n"] > 0 and d["isolation"]["victim_detect_ms"] >= 0'
     # What .ci/quickstart gpu appends to docs/benchmarks.md from that JSON.
     python3 "$(dirname "$0")/../../bench/gpu_report.py" "$work/nccl.json" "Simulated GPU" abc1234 \
       >"$work/nccl.md" || fail "gpu_report.py failed"

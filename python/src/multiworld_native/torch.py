@@ -166,15 +166,17 @@ class _Work(_c10d.Work):
         self._after = after
         self._result = result
         self._lock = threading.Lock()
-        self._inner = Future()  # never fails: the result, or a _Failed
         self._fut = None        # what get_future() gives (made on first call): fails for real
         self._waiter = False
         self._done = False
         self._consumed = False
-        self._cuda = None       # CUDA works: the event after the operation and its copy-outs
+        self._gpu = False       # CUDA tensors: done at once (_start_cuda)
+        self._copied = None     # their copy-outs' event, when there are copy-outs
         device = getattr(native, "cuda_device", -1)
         if device >= 0 and side is not None:
             self._start_cuda(device, side(device), keep)
+        else:
+            self._inner = Future()  # never fails: the result, or a _Failed
         _live.add(self)
         if self._done:
             _live.settle(self)  # done at once: let go 60 s from now unless consumed sooner
@@ -185,27 +187,31 @@ class _Work(_c10d.Work):
         once, as c10d's NCCL works are: wait() and the future (CUDA-aware) make the caller's
         stream wait for `stream`; the host never waits for the GPU. A failure seen after this
         fails the native operation (is_completed, exception) and the world's later operations;
-        the outputs are then undefined (docs/python.md)."""
+        the outputs are then undefined (docs/python.md). Kept short: DDP calls it per bucket."""
         error = None
         with torch.cuda.stream(stream):
-            if self._after is not None:  # the copy-outs use these tensors on `stream`
-                for t in _tensors(self._result) + list(keep):
-                    t.record_stream(stream)  # not reused by the allocator before it is done
             try:
                 self._native.wait()  # on a stream-ordered world: `stream` waits, the host not
             except BaseException as e:  # noqa: BLE001 - handed to the future
                 error = e
-            if error is None and self._after is not None:
-                try:
-                    self._after()
-                except BaseException as e:  # noqa: BLE001
-                    error = e
-            self._after = None
-            self._cuda = torch.cuda.Event()
-            self._cuda.record(stream)
-            self._inner = Future(devices=[torch.device("cuda", device)])
-            self._inner.set_result(self._result if error is None
-                                   else _Failed(error.with_traceback(None)))
+            if self._after is not None:
+                if error is None:
+                    for t in _tensors(self._result) + list(keep):
+                        t.record_stream(stream)  # used there: not reused before it is done
+                    try:
+                        self._after()
+                    except BaseException as e:  # noqa: BLE001
+                        error = e
+                self._after = None
+                self._copied = torch.cuda.Event()
+                self._copied.record(stream)
+            fut = Future(devices=[_cuda_device(device)])
+            fut.set_result(self._result if error is None
+                           else _Failed(error.with_traceback(None)))
+        self._inner = fut
+        if error is None:
+            self._fut = fut  # get_future() gives it as it is (a failure goes through _unwrap)
+        self._gpu = True
         self._done = True
 
     def _complete(self):
@@ -254,9 +260,10 @@ class _Work(_c10d.Work):
         return value.error if isinstance(value, _Failed) else None
 
     def is_completed(self):
-        if self._cuda is not None:  # done once the GPU finished the operation and its copy-outs
+        if self._gpu:  # done once the GPU finished the operation and its copy-outs
             native = self._native
-            return (native is None or native.is_completed()) and self._cuda.query()
+            return ((native is None or native.is_completed())
+                    and (self._copied is None or self._copied.query()))
         if self._inner.done():  # done before its future's callbacks run, ours and the user's
             return True
         native = self._native
@@ -269,7 +276,7 @@ class _Work(_c10d.Work):
         return self.is_completed() and self._error() is None
 
     def exception(self):
-        if self._cuda is not None and self.is_completed():
+        if self._gpu and self.is_completed():
             failed = self._inner.value()
             if isinstance(failed, _Failed):
                 return failed.error
@@ -293,6 +300,17 @@ class _Work(_c10d.Work):
         if start:
             _waiters.submit(self._complete)
         return self._fut
+
+
+_devices = {}
+
+
+def _cuda_device(index):
+    """torch.device("cuda", index), made once."""
+    d = _devices.get(index)
+    if d is None:
+        d = _devices[index] = torch.device("cuda", index)
+    return d
 
 
 def _tensors(value):

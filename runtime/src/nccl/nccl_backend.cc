@@ -49,6 +49,23 @@ constexpr auto kDrainLimit = 10s;
 constexpr auto kHostSpin = 200us;
 // The completer's hybrid mode: it polls the oldest operation's event this long, then blocks.
 constexpr auto kHybridSpin = 20us;
+// The predict mode: the completer sleeps until this long before the oldest operation's expected
+// end (the average of the world's recent operations, from their start on the GPU), then polls
+// until this long past it (at least kHybridSpin), then blocks. A sleep shorter than kMinSleep is
+// polled instead.
+constexpr auto kPredictMargin = 10us;
+constexpr auto kMinSleep = 20us;
+// Pollers (the completer, a synchronize()) query an event at most this often: back to back,
+// queries may contend with the launching thread for CUDA's locks. MW_NCCL_POLL_GAP_NS (read once,
+// 0 to 100000) replaces it, for measurements.
+std::chrono::nanoseconds pollGapLength() {
+  static const std::chrono::nanoseconds gap = [] {
+    const char* v = std::getenv("MW_NCCL_POLL_GAP_NS");
+    long ns = v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : 1000;
+    return std::chrono::nanoseconds(std::clamp(ns, 0L, 100000L));
+  }();
+  return gap;
+}
 // While the completer polls, it checks the communicator's error and the deadline this often.
 constexpr auto kSpinCheck = 10us;
 // Sleeps of a poll that makes no progress (settle, drain): from kPollSleepMin doubling to
@@ -68,6 +85,14 @@ inline void cpuRelax() {
 #endif
 }
 
+// Spins (no system call) for the poll gap.
+inline void pollGap() {
+  const auto gap = pollGapLength();
+  if (gap.count() == 0) return cpuRelax();
+  const auto until = Clock::now() + gap;
+  while (Clock::now() < until) cpuRelax();
+}
+
 // Launches on one GPU are serialized across worlds (indexes alias modulo 64).
 std::mutex& launchMutex(int device) {
   static std::array<std::mutex, 64> mutexes;
@@ -85,6 +110,7 @@ std::atomic<NcclCompletion>& completionMode() {
     const char* v = std::getenv("MW_NCCL_COMPLETION");
     if (v != nullptr && std::strcmp(v, "spin") == 0) return NcclCompletion::kSpin;
     if (v != nullptr && std::strcmp(v, "blocking") == 0) return NcclCompletion::kBlocking;
+    if (v != nullptr && std::strcmp(v, "predict") == 0) return NcclCompletion::kPredict;
     return NcclCompletion::kHybrid;
   }()};
   return mode;
@@ -102,8 +128,9 @@ struct InFlight {
   std::shared_ptr<WorkState> work;
   OpKind kind = OpKind::kBarrier;
   Clock::time_point deadline{};
-  cudaEvent_t done = nullptr;  // recorded on the world's stream after the operation
-  bool failed = false;         // the launch failed: never completed OK (the drain fails it)
+  cudaEvent_t done = nullptr;    // recorded on the world's stream after the operation
+  bool failed = false;           // the launch failed: never completed OK (the drain fails it)
+  Clock::time_point launched{};  // when its done event was recorded
 };
 
 // A launch that NCCL completes in the background (ncclInProgress), handed to the executor.
@@ -185,6 +212,8 @@ class NcclBackend final : public Backend,
   void complete(const std::shared_ptr<CompleterState>& st) MW_EXCLUDES(mu_);
   // Waits, as mode_ says, until `e` completed; false when the completer must stop.
   bool awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front);
+  // Predict mode: an operation took `took` from its start on the GPU to its completion.
+  void learn(Clock::duration took);
   // Completes, OK, the operations in flight up to and including `target` (whose event completed),
   // unless the communicator reports an error (then fails the world). Any thread.
   void completeThrough(const WorkState* target) MW_EXCLUDES(mu_);
@@ -237,12 +266,20 @@ class NcclBackend final : public Backend,
   bool launching_ MW_GUARDED_BY(mu_) = false;  // the launch token is held
   // The completer waits blocked: the executor checks the world every kSupervise meanwhile.
   bool supervising_ MW_GUARDED_BY(mu_) = false;
+  // The completer waits for an operation to be launched (finishLaunch wakes it only then).
+  bool completer_idle_ MW_GUARDED_BY(mu_) = false;
   std::optional<Settling> settling_ MW_GUARDED_BY(mu_);
   std::optional<Injection> async_injection_ MW_GUARDED_BY(mu_);  // failinfo 1: at the next check
   std::optional<Status> abort_reason_ MW_GUARDED_BY(mu_);
   bool failed_ MW_GUARDED_BY(mu_) = false;  // a failure was seen; the abort follows
   bool shut_down_ MW_GUARDED_BY(mu_) = false;
 
+  // The completer's own: when it saw the last operation complete, and (predict mode) how long
+  // the world's operations take on the GPU, averaged.
+  Clock::time_point last_done_{};
+  Clock::duration estimate_{};
+  std::array<Clock::duration, 4> durations_{};  // the last few operations' (predict mode)
+  size_t next_duration_ = 0;
   const std::shared_ptr<CompleterState> completer_state_;
   std::thread completer_;
   std::thread executor_;
@@ -536,14 +573,16 @@ void NcclBackend::finishSettling(Settling s) {
 
 void NcclBackend::finishLaunch(InFlight f) {
   f.work->markLaunched(f.done);  // before anyone can complete it and reuse the event
-  bool queued = false;
+  f.launched = Clock::now();
+  bool queued = false, idle = false;
   {
     MutexLock lock(mu_);
     inflight_.push_back(std::move(f));
     launching_ = false;
     queued = !queue_.empty();
+    idle = completer_idle_;
   }
-  done_cv_.notify_one();
+  if (idle) done_cv_.notify_one();  // a system call: only when the completer waits for work
   if (queued) cv_.notify_one();
   room_cv_.notify_all();  // the drain may wait for the token
 }
@@ -641,7 +680,7 @@ void NcclBackend::driveUntil(const WorkState* target, Deadline deadline) {
       return;
     }
     if (Clock::now() >= until) return;  // the completer completes it; synchronize sleeps
-    cpuRelax();
+    pollGap();
   }
 }
 
@@ -742,14 +781,35 @@ void NcclBackend::supervise() {
 // ---- the completer ----
 
 bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front) {
-  const auto start = Clock::now();
+  // When the operation starts on the GPU: once the one before it ended (stream order), and not
+  // before its launch.
+  const auto began = std::max(front.launched, last_done_);
+  auto poll_until = Clock::time_point::max();  // spin
+  if (mode_ == NcclCompletion::kHybrid) poll_until = Clock::now() + kHybridSpin;
+  if (mode_ == NcclCompletion::kPredict) {
+    if (estimate_.count() > 0) {
+      const auto wake = began + estimate_ - kPredictMargin;
+      if (wake - Clock::now() > kMinSleep) {
+        MutexLock lock(mu_);
+        if (done_cv_.wait_until(lock.native(), wake,
+                                [&]() MW_REQUIRES(mu_) { return abort_reason_.has_value(); })) {
+          return false;
+        }
+      }
+    }
+    poll_until = std::max(Clock::now(), began + estimate_) +
+                 std::max<Clock::duration>(kHybridSpin, estimate_ / 4);
+  }
   if (mode_ != NcclCompletion::kBlocking) {
     // Polling: the completer watches the world itself (the communicator's error and the
     // deadline, every kSpinCheck), so the executor need not wake.
-    auto check = start + kSpinCheck;
+    auto check = Clock::now() + kSpinCheck;
     for (;;) {
       if (aborting_.load(std::memory_order_relaxed)) return false;
-      if (api_.cudaEventQuery(front.done) != cudaErrorNotReady) return true;
+      if (api_.cudaEventQuery(front.done) != cudaErrorNotReady) {
+        if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began);
+        return true;
+      }
       const auto now = Clock::now();
       if (now >= check) {
         check = now + kSpinCheck;
@@ -764,8 +824,8 @@ bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const In
           return false;
         }
       }
-      if (mode_ == NcclCompletion::kHybrid && now - start > kHybridSpin) break;
-      cpuRelax();
+      if (now > poll_until) break;
+      pollGap();
     }
   }
   // Blind while blocked: the executor watches the world meanwhile, every kSupervise.
@@ -785,22 +845,40 @@ bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const In
   api_.cudaEventSynchronize(front.done);
   MutexLock lock(st->mu);
   st->blocked_on = nullptr;
-  return !st->stop;
+  if (st->stop) return false;
+  // Seen late (the interrupt's delay on top): the duration still counts, so that operations
+  // that became longer are expected so.
+  if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began);
+  return true;
+}
+
+void NcclBackend::learn(Clock::duration took) {
+  durations_[next_duration_++ % durations_.size()] = took;
+  // The shortest of the last few: a stalled operation (or one seen late) does not stretch the
+  // next sleeps, and operations that became longer stretch them after a few.
+  estimate_ = took;
+  for (Clock::duration d : durations_) {
+    if (d.count() > 0) estimate_ = std::min(estimate_, d);
+  }
 }
 
 void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
   nameThisThread("mw-ncclc", cfg_.world);
+  // Timed sleeps (predict mode) end within a microsecond of their time, not the default 50 us.
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   api_.cudaSetDevice(cfg_.device);
   for (;;) {
     InFlight front;
     {
       MutexLock lock(mu_);
+      completer_idle_ = true;
       done_cv_.wait(lock.native(), [&]() MW_REQUIRES(mu_) {
         return abort_reason_.has_value() || (!inflight_.empty() && !inflight_.front().failed);
       });
+      completer_idle_ = false;
       if (abort_reason_) break;
       const InFlight& f = inflight_.front();  // only this thread takes operations off the list
-      front = InFlight{nullptr, f.kind, f.deadline, f.done, false};
+      front = InFlight{nullptr, f.kind, f.deadline, f.done, false, f.launched};
     }
     const cudaEvent_t e = front.done;
     if (!awaitEvent(st, front)) break;  // stopped: the backend may be gone; touch nothing of it
@@ -828,6 +906,7 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
         inflight_.pop_front();
       }
     }
+    last_done_ = Clock::now();
     room_cv_.notify_all();
     for (InFlight& f : done) {
       f.work->complete(Status::Ok());  // first: the event is reused only after
@@ -1040,6 +1119,8 @@ const char* ncclCompletionName(NcclCompletion m) {
       return "blocking";
     case NcclCompletion::kHybrid:
       return "hybrid";
+    case NcclCompletion::kPredict:
+      return "predict";
   }
   return "unknown";
 }

@@ -55,7 +55,8 @@ class Checker {
         size_(w.options().size),
         device_(w.options().device),
         backend_(backendName(w.options().backend)),
-        where_(std::string(detail::opKindName(kind)) + " in world '" + w.options().name + "': ") {}
+        kind_(kind),
+        world_(w.options().name) {}
 
   Status tensor(const char* name, const Tensor& t, bool may_be_empty = false) const {
     if (may_be_empty && t.count == 0) return Status::Ok();
@@ -94,8 +95,10 @@ class Checker {
     }
     return Status::Ok();
   }
+  // The message is made only for a bad argument: a good call builds no string.
   Status bad(const std::string& what) const {
-    return Status(Code::kInvalidArgument, where_ + what);
+    return Status(Code::kInvalidArgument,
+                  std::string(detail::opKindName(kind_)) + " in world '" + world_ + "': " + what);
   }
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -105,7 +108,8 @@ class Checker {
   int size_;
   Device device_;
   const char* backend_;
-  std::string where_;
+  OpKind kind_;
+  const std::string& world_;  // the world's options outlive the check
 };
 
 bool reduces(OpKind k) {
