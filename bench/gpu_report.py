@@ -28,10 +28,12 @@ def verdict(ok):
 
 
 def size_name(size):
-    size = int(size)  # JSON numbers come back as floats
-    if size >= 1 << 30:
-        return f"{size >> 30} GiB"
-    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+    size = float(size)  # mw_bench writes numbers with 6 significant digits
+    if size >= 0.99 * (1 << 30):
+        return f"{round(size / (1 << 30))} GiB"
+    if size >= 0.99 * (1 << 20):
+        return f"{round(size / (1 << 20))} MiB"
+    return f"{round(size / (1 << 10))} KiB"
 
 
 def calls_table(x):
@@ -83,15 +85,31 @@ def completion_table(rows, default):
 
 
 def mechanisms_table(rows):
+    flag = any("host_flag_us" in row for row in rows)
     lines = ["", "Raw CUDA: latency from a device-to-device copy's submission to the host "
-             "learning it finished (us, median [p10..p90]); lag = latency - the polled one.", "",
-             "| size | polled event | blocking-sync event (lag) | host function (lag) |",
-             "|---|---|---|---|"]
+             "learning it finished (us, median [p10..p90]); lag = latency - the polled one."
+             + (" Host flag: the stream writes a word of mapped host memory "
+                "(cuStreamWriteValue32) that the host reads, no CUDA call." if flag else ""), "",
+             "| size | polled event | blocking-sync event (lag) | host function (lag) |"
+             + (" host flag (lag) |" if flag else ""),
+             "|---|---|---|---|" + ("---|" if flag else "")]
     for row in rows:
         p, b, h = row["polled_us"], row["blocking_us"], row["host_function_us"]
-        lines.append(f"| {size_name(row['size'])} | {spread(p)} | {spread(b)} "
-                     f"({b['median'] - p['median']:+.2f}) | {spread(h)} "
-                     f"({h['median'] - p['median']:+.2f}) |")
+        line = (f"| {size_name(row['size'])} | {spread(p)} | {spread(b)} "
+                f"({b['median'] - p['median']:+.2f}) | {spread(h)} "
+                f"({h['median'] - p['median']:+.2f}) |")
+        if flag:
+            q = row.get("host_flag_us")
+            line += f" {spread(q)} ({q['median'] - p['median']:+.2f}) |" if q else " - |"
+        lines.append(line)
+    return lines
+
+
+def costs_table(costs):
+    lines = ["", "Each call of the launch path alone (ns per call, median [min..max]):", "",
+             "| call | ns |", "|---|---|"]
+    for name, x in costs.items():
+        lines.append(f"| {name} | {fmt(x, 1)} |")
     return lines
 
 
@@ -127,6 +145,8 @@ def section(doc, gpu, commit, ddp=None):
         f"(`{cfg['nccl_file']}`), medians [min..max] over {cfg['reps']} reps, variants "
         "alternating. One GPU cannot show isolation between processes (docs/design.md).",
     ]
+    if "costs" in doc:
+        lines += costs_table(doc["costs"])
     if "calls" in doc:
         lines += calls_table(doc["calls"])
     elif "overhead" in doc:  # the format before issue 39

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent.h"
+#include "base/failpoint.h"
 #include "bench_util.h"
 #include "multiworld/failpoints.h"
 #include "multiworld/multiworld.h"
@@ -428,6 +429,8 @@ int runNccl(int argc, char** argv, int first) {
     each("cudaEventQuery (done)", [&] { a.cudaEventQuery(ev); });
     ncclResult_t async_err;
     each("ncclCommGetAsyncError", [&] { a.ncclCommGetAsyncError(raw.comm, &async_err); });
+    const mw::detail::FailPoint point("mw/nccl/all_reduce", kWorld);
+    each("a failpoint check (libfiu, none enabled)", [&] { (void)point.check(); });
     each("runtime submit, no wait (allReduce)", [&] { last = comm.allReduce(kWorld, tensor(16)); });
     HostFlag flag(a);
     if (flag.ok()) {

@@ -212,8 +212,10 @@ class NcclBackend final : public Backend,
   void complete(const std::shared_ptr<CompleterState>& st) MW_EXCLUDES(mu_);
   // Waits, as mode_ says, until `e` completed; false when the completer must stop.
   bool awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front);
-  // Predict mode: an operation took `took` from its start on the GPU to its completion.
-  void learn(Clock::duration took);
+  // Predict mode: an operation took `took` from its start on the GPU until it was seen complete:
+  // `exact` when it was seen ending while polled, `late` when seen after a blocked wait, neither
+  // when it was complete at the first look.
+  void learn(Clock::duration took, bool exact, bool late);
   // Completes, OK, the operations in flight up to and including `target` (whose event completed),
   // unless the communicator reports an error (then fails the world). Any thread.
   void completeThrough(const WorkState* target) MW_EXCLUDES(mu_);
@@ -278,8 +280,6 @@ class NcclBackend final : public Backend,
   // the world's operations take on the GPU, averaged.
   Clock::time_point last_done_{};
   Clock::duration estimate_{};
-  std::array<Clock::duration, 4> durations_{};  // the last few operations' (predict mode)
-  size_t next_duration_ = 0;
   const std::shared_ptr<CompleterState> completer_state_;
   std::thread completer_;
   std::thread executor_;
@@ -804,10 +804,12 @@ bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const In
     // Polling: the completer watches the world itself (the communicator's error and the
     // deadline, every kSpinCheck), so the executor need not wake.
     auto check = Clock::now() + kSpinCheck;
-    for (;;) {
+    for (bool first = true;; first = false) {
       if (aborting_.load(std::memory_order_relaxed)) return false;
       if (api_.cudaEventQuery(front.done) != cudaErrorNotReady) {
-        if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began);
+        // Done at the first look: it ended at some time before now, so the estimate shrinks
+        // to look earlier next time; seen ending while polled: its duration, within a gap.
+        if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began, !first, false);
         return true;
       }
       const auto now = Clock::now();
@@ -846,19 +848,20 @@ bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const In
   MutexLock lock(st->mu);
   st->blocked_on = nullptr;
   if (st->stop) return false;
-  // Seen late (the interrupt's delay on top): the duration still counts, so that operations
-  // that became longer are expected so.
-  if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began);
+  // Longer than expected and seen late (the interrupt's delay on top).
+  if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began, false, true);
   return true;
 }
 
-void NcclBackend::learn(Clock::duration took) {
-  durations_[next_duration_++ % durations_.size()] = took;
-  // The shortest of the last few: a stalled operation (or one seen late) does not stretch the
-  // next sleeps, and operations that became longer stretch them after a few.
-  estimate_ = took;
-  for (Clock::duration d : durations_) {
-    if (d.count() > 0) estimate_ = std::min(estimate_, d);
+void NcclBackend::learn(Clock::duration took, bool exact, bool late) {
+  if (estimate_.count() == 0) {
+    estimate_ = took;
+  } else if (exact) {  // an average, so that one odd operation moves it a quarter
+    estimate_ = (3 * estimate_ + took) / 4;
+  } else if (late) {  // half way to what was seen, which overstates it by the wake-up's delay
+    estimate_ += (took - estimate_) / 2;
+  } else {  // done before the first look: look earlier next time
+    estimate_ = estimate_ * 7 / 8;
   }
 }
 

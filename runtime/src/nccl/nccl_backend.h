@@ -56,8 +56,10 @@ int ncclAbortsInFlight();
 // a core while operations are in flight); kBlocking sleeps in cudaEventSynchronize on a
 // blocking-sync event (woken by the GPU's interrupt, no CPU while waiting); kHybrid polls for 20 us
 // then sleeps as kBlocking does; kPredict sleeps (a timed wait) until 10 us before the operation's
-// expected end (the world's recent operations' durations on the GPU, averaged), polls from there
-// until a quarter of that duration (at least 20 us) past it, then sleeps as kBlocking does.
+// expected end (learned from the world's operations: an average of the durations it saw end while
+// polling, shrunk when an operation was already complete at the first look, grown half way to one
+// seen only after a blocked wait), polls from there until a quarter of that duration (at least
+// 20 us) past it, then sleeps as kBlocking does.
 // Polls query the event at most every microsecond. MW_NCCL_COMPLETION=spin|blocking|hybrid|
 // predict chooses, read once per process; hybrid when unset. setNcclCompletionMode (benchmarks,
 // tests) sets the mode of the worlds created after it. Thread-safe.
