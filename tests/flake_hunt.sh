@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# flake_hunt.sh: measures the failure rate of the gate's timing-sensitive tests by running them
-# many times beside a load, each test once per run, never retried. docs/testing.md records what
-# it measured.
+# flake_hunt.sh: measures the failure rate of the gate's tests by running them many times beside
+# a load, each test once per run, never retried. docs/testing.md records what it measured.
 #
-#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--build DIR] [--venv DIR] [--out DIR]
+#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing] [--sanitizers]
+#                       [--build DIR] [--venv DIR] [--out DIR]
+#   tests/flake_hunt.sh --table
 #
-# The timing-sensitive part of the gate (.ci/quickstart test):
-#   - ctest labels scenario, example and harness (every scenario of the library, the examples
-#     under the harness, the command line, interrupts and program roles);
+# --set gate (default): every test the README's test command (.ci/quickstart test) runs in its
+#   plain build: the whole ctest suite but quarantine (scenarios, examples, harness, hosts,
+#   runtime, model, reports, docs, bench, ...), then the Python package's whole pytest suite
+#   (--venv) under each torch the gate runs it with (--venv, and build/torch2-env when it holds
+#   the package). With --sanitizers, also the gate's ASan+UBSan build's ctest run (build/fuzz) and
+#   its TSan build's (build/tsan), as the gate runs them, where those builds exist.
+# --set timing: the timing-sensitive part only (what earlier hunts ran):
+#   - ctest labels scenario, example and harness;
 #   - the runtime's fault tests: the Catch2 cases tagged [fault], [failpoint], [lifecycle],
 #     [lateness], [starvation], [telemetry] and [store] (each its own ctest, as in the gate);
 #   - the Python package's scenario and fault tests (test_examples.py's pipeline scenario,
@@ -15,15 +21,17 @@
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
 # that fills and fsyncs a 256 MiB file over and over; none = nothing added.
 # Every run appends one line per test to OUT/results.tsv (run, load, test, status, reruns,
-# seconds), so that runs accumulate across invocations; the table printed at the end (and by
-# --table alone) counts runs, failures and reruns per test over the whole file. A rerun is what
-# tests/run_scenario.sh did for an inconclusive verdict (mwchaos prints "RERUN ..."); it is
-# counted, never hidden. A failing test is a bug to find: its output is kept in OUT/failures/.
+# seconds), so that runs accumulate across invocations (and sessions: OUT defaults to
+# build/flake-hunt, which a fresh clone lacks; docs/testing.md keeps the counts); the table
+# printed at the end (and by --table alone) counts runs, failures and reruns per test over the
+# whole file. A rerun is what tests/run_scenario.sh did for an inconclusive verdict (mwchaos
+# prints "RERUN ..."); it is counted, never hidden. A failing test is a bug to find: its output is
+# kept in OUT/failures/.
 # Exit: 0 no failure in this invocation, 1 a test failed, 2 usage.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=1 load=cpu build="$here/build/release" venv="$here/build/pyenv" out="$here/build/flake-hunt"
-table_only=0
+table_only=0 set=gate sanitizers=0
 while (($#)); do
   case $1 in
     --runs) runs=$2; shift 2 ;;
@@ -31,13 +39,16 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --venv) venv=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --set) set=$2; shift 2 ;;
+    --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
+case $set in gate|timing) ;; *) echo "flake_hunt.sh: --set is gate or timing, got '$set'" >&2; exit 2 ;; esac
 mkdir -p "$out/failures" "$out/junit"
 results="$out/results.tsv"
 [ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\n' >"$results"
@@ -125,29 +136,63 @@ with open(results, "a") as f:
 PY
 }
 
+# pytest_run RUN TAG VENV TESTS...: the Python tests under VENV's python, recorded as TAG.
+pytest_run() {
+  local i=$1 tag=$2 env=$3
+  shift 3
+  [ -x "$env/bin/python" ] && "$env/bin/python" -c 'import multiworld_native' 2>/dev/null || return 0
+  local rc=0
+  (cd "$here/python" && MW_CHAOS="$build/bin/mwchaos" "$env/bin/python" -m pytest -q -p no:cacheprovider \
+     -o junit_logging=system-out --junitxml "$out/junit/run$i-$tag.xml" "$@" \
+     >"$out/run$i-$tag.log" 2>&1) || rc=1
+  record "$i" "$out/junit/run$i-$tag.xml"
+  tail -n 1 "$out/run$i-$tag.log" 2>/dev/null | sed "s/^/   $tag: /"
+  [ "$rc" = 0 ] || failed=1
+  return "$rc"
+}
+
+# ctest_run RUN TAG DIR ARGS...: ctest in DIR, recorded as TAG.
+ctest_run() {
+  local i=$1 tag=$2 dir=$3
+  shift 3
+  [ -d "$dir" ] || return 0
+  local rc=0
+  (cd "$dir" && ctest "$@" --output-junit "$out/junit/run$i-$tag.xml" >"$out/run$i-$tag.log" 2>&1) ||
+    rc=1
+  record "$i" "$out/junit/run$i-$tag.xml"
+  grep -h "tests passed\|tests failed" "$out/run$i-$tag.log" 2>/dev/null | sed "s/^/   $tag: /"
+  [ "$rc" = 0 ] || failed=1
+  return "$rc"
+}
+
 regex=$(fault_regex)
 failed=0
 last=$(tail -n +2 "$results" | cut -f1 | sort -n | tail -n 1)
 first=$((${last:-0} + 1))
+torch2="$here/build/torch2-env"
 for ((i = first; i < first + runs; i++)); do
   start_hogs
-  echo "== run $i ($load) $(date +%T)"
-  (cd "$build" && ctest -L 'scenario|example|harness' --output-junit "$out/junit/run$i-labels.xml" >"$out/run$i-labels.log" 2>&1) || failed=1
-  record "$i" "$out/junit/run$i-labels.xml"
-  if [ -n "$regex" ]; then
-    (cd "$build" && ctest -R "$regex" --output-junit "$out/junit/run$i-runtime.xml" >"$out/run$i-runtime.log" 2>&1) || failed=1
-    record "$i" "$out/junit/run$i-runtime.xml"
-  fi
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import multiworld_native' 2>/dev/null; then
-    (cd "$here/python" && MW_CHAOS="$build/bin/mwchaos" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-       -o junit_logging=system-out --junitxml "$out/junit/run$i-python.xml" \
-       tests/test_examples.py::test_pipeline_serving_scenario tests/test_fault.py tests/test_exit.py \
-       >"$out/run$i-python.log" 2>&1) || failed=1
-    record "$i" "$out/junit/run$i-python.xml"
+  echo "== run $i ($load, $set) $(date +%T)"
+  if [ "$set" = gate ]; then
+    ctest_run "$i" plain "$build" -j 1 -LE '^quarantine$'
+    pytest_run "$i" python "$venv" tests
+    [ "$torch2" = "$venv" ] || pytest_run "$i" python-torch2 "$torch2" tests
+    if ((sanitizers)); then
+      (export MW_TEST_TIME_SCALE=3 ASAN_OPTIONS=detect_leaks=1 \
+         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+       ctest_run "$i" asan "$here/build/fuzz" -L 'runtime|model|agent|reports|harness|fuzz' \
+         -E '^harness[.]cli$') || failed=1
+      (export MW_TEST_TIME_SCALE=3 \
+         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/.ci/tsan.supp"
+       ctest_run "$i" tsan "$here/build/tsan" -L runtime) || failed=1
+    fi
+  else
+    ctest_run "$i" labels "$build" -L 'scenario|example|harness'
+    [ -z "$regex" ] || ctest_run "$i" runtime "$build" -R "$regex"
+    pytest_run "$i" python "$venv" tests/test_examples.py::test_pipeline_serving_scenario \
+      tests/test_fault.py tests/test_exit.py
   fi
   stop_hogs
-  grep -h "tests passed\|tests failed" "$out/run$i-labels.log" "$out/run$i-runtime.log" 2>/dev/null | sed 's/^/   /'
-  tail -n 1 "$out/run$i-python.log" 2>/dev/null | sed 's/^/   python: /'
 done
 table
 exit $failed

@@ -14,8 +14,9 @@ from multiworld_native.compat import BrokenWorldException, WorldManager
 from conftest import run_threads, unique_name
 
 
-def two_ranks(body, timeout=30):
-    """Runs the coroutine body(rank, manager, world) for ranks 0 and 1 on two threads."""
+def n_ranks(size, body, timeout=30):
+    """Runs the coroutine body(rank, manager, world) for ranks 0..size-1 of one new world, each on
+    a thread with its own event loop and manager; returns their results in rank order."""
     world = unique_name("compat")
     port = {}
     ready = threading.Event()
@@ -23,7 +24,7 @@ def two_ranks(body, timeout=30):
     async def rank_main(r):
         m = WorldManager()
         if r == 0:
-            joined = asyncio.create_task(m.initialize_world(world, 0, 2, port=-1))
+            joined = asyncio.create_task(m.initialize_world(world, 0, size, port=-1))
             await asyncio.sleep(0)
             port["p"] = await asyncio.get_running_loop().run_in_executor(
                 None, m.store_port, world)
@@ -31,13 +32,18 @@ def two_ranks(body, timeout=30):
             await joined
         else:
             ready.wait(10)
-            await m.initialize_world(world, 1, 2, port=port["p"])
+            await m.initialize_world(world, r, size, port=port["p"])
         try:
             return await body(r, m, world)
         finally:
             m._native.close()
 
-    return run_threads([lambda r=r: asyncio.run(rank_main(r)) for r in (0, 1)], timeout)
+    return run_threads([lambda r=r: asyncio.run(rank_main(r)) for r in range(size)], timeout)
+
+
+def two_ranks(body, timeout=30):
+    """n_ranks with two ranks."""
+    return n_ranks(2, body, timeout)
 
 
 def test_every_coroutine_matches_torch():
@@ -144,3 +150,31 @@ def test_a_broken_world_raised_and_reinitialized_at_once_is_removed_first():
 
     got, _ = two_ranks(body)
     assert got == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("size", range(2, 9))
+def test_members_that_leave_as_soon_as_they_joined_fail_no_join(size):
+    """The join contract (docs/design.md): no member's join returns before every member's
+    connections are up, so members that leave the instant their own join returned fail no other
+    member's join; the stayers' world breaks with peer_left. Every member, rank 0 alone, or the
+    last rank alone leaves, 10 cycles per size."""
+    for cycle in range(10):
+        pattern = cycle % 3
+        leaves = [pattern == 0 or (pattern == 1 and r == 0) or (pattern == 2 and r == size - 1)
+                  for r in range(size)]
+
+        async def member(r, m, world):
+            if leaves[r]:
+                m.remove_world(world)
+                return "left"
+            for _ in range(5000):  # the store's notice of the leaver arrives at once
+                if m._native.world(world).state == "broken":
+                    break
+                await asyncio.sleep(0.001)
+            info = m._native.world(world)
+            return (info.state, info.broken["cause"] if info.broken else None)
+
+        got = n_ranks(size, member, 60)
+        for r in range(size):
+            if not leaves[r]:
+                assert got[r] == ("broken", "peer_left"), (size, cycle, r, got[r])

@@ -329,3 +329,82 @@ TEST_CASE("a manager destroyed while worlds join returns at once", "[runtime][li
   }
   CHECK(mw::Clock::now() - t0 <= 200ms + mw::test::scaled(1000));
 }
+
+namespace {
+
+// Joins world `name` of `size` members, each through its own manager in a thread of its own;
+// the members in `leavers` remove the world as soon as their own join returned. Returns each
+// member's join status; `states` gets each stayer's world info once the leavers are gone.
+std::vector<mw::Status> joinAndLeave(std::vector<std::unique_ptr<mw::WorldManager>>& managers,
+                                     const std::string& name, const std::vector<bool>& leavers) {
+  const int size = static_cast<int>(managers.size());
+  mw::WorldOptions o;
+  o.name = name;
+  o.size = size;
+  o.rank = 0;
+  std::vector<mw::Status> joined(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  mw::Work j0 = managers[0]->initWorldAsync(o, mw::deadlineIn(20s));
+  o.store.port = mw::test::LocalWorld::waitForPort(*managers[0], name);
+  threads.emplace_back([&, j0] {
+    joined[0] = j0.wait();
+    if (joined[0].ok() && leavers[0]) managers[0]->removeWorld(name).ignore();
+  });
+  for (int r = 1; r < size; ++r) {
+    threads.emplace_back([&, r, o]() mutable {
+      o.rank = r;
+      joined[static_cast<size_t>(r)] =
+          managers[static_cast<size_t>(r)]->initWorld(o, mw::deadlineIn(20s));
+      if (joined[static_cast<size_t>(r)].ok() && leavers[static_cast<size_t>(r)]) {
+        managers[static_cast<size_t>(r)]->removeWorld(name).ignore();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return joined;
+}
+
+}  // namespace
+
+TEST_CASE("a member that leaves as soon as its own join returned fails no other member's join",
+          "[runtime][lifecycle]") {
+  // The join contract (docs/design.md, "A world's life"): no member's join returns before every
+  // member's connections are up, so a member that leaves at once is a peer_left break of a world
+  // that formed at every other member, never a failed join there. Sizes 2 to 8; everyone, rank 0
+  // (the store's host) alone, or the last rank alone leaves.
+  for (int size = 2; size <= 8; ++size) {
+    std::vector<std::unique_ptr<mw::WorldManager>> managers;
+    for (int r = 0; r < size; ++r) managers.push_back(std::make_unique<mw::WorldManager>());
+    const int cycles = size <= 3 ? 30 : 10;
+    for (int i = 0; i < cycles; ++i) {
+      std::vector<bool> leavers(static_cast<size_t>(size), false);
+      const int pattern = i % 3;
+      for (int r = 0; r < size; ++r) {
+        leavers[static_cast<size_t>(r)] =
+            pattern == 0 || (pattern == 1 && r == 0) || (pattern == 2 && r == size - 1);
+      }
+      const std::string name = "leave_at_once";
+      std::vector<mw::Status> joined = joinAndLeave(managers, name, leavers);
+      for (int r = 0; r < size; ++r) {
+        INFO("size " << size << " cycle " << i << " pattern " << pattern << " rank " << r << ": "
+                     << joined[static_cast<size_t>(r)].toString());
+        REQUIRE(joined[static_cast<size_t>(r)].ok());
+      }
+      // The stayers' world breaks with peer_left, naming a member that left.
+      for (int r = 0; r < size; ++r) {
+        if (leavers[static_cast<size_t>(r)]) continue;
+        mw::WorldManager& m = *managers[static_cast<size_t>(r)];
+        for (int k = 0; k < 5000 && m.world(name)->state != mw::WorldState::kBroken; ++k) {
+          std::this_thread::sleep_for(1ms);
+        }
+        auto info = m.world(name);
+        REQUIRE(info.ok());
+        REQUIRE(info->state == mw::WorldState::kBroken);
+        INFO("size " << size << " cycle " << i << " rank " << r << ": " << info->broken->detail);
+        CHECK(info->broken->cause == mw::Cause::kPeerLeft);
+        CHECK(leavers[static_cast<size_t>(info->broken->peer_rank)]);
+        REQUIRE(m.removeWorld(name).ok());
+      }
+    }
+  }
+}

@@ -107,6 +107,44 @@ Status World::connect(Deadline deadline, const std::function<void()>& linked) {
       o, localAddress(link_->fd(), o.store.host), *client_, std::move(on_error), deadline);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
+  return joinBarrier(deadline);
+}
+
+Status World::joinBarrier(Deadline deadline) {
+  // The join contract (docs/design.md, "A world's life"): a member's join returns only once every
+  // member's connections are up, so that one leaving at once breaks a world that formed at every
+  // other member (peer_left) and fails no join. Each member counts itself in once its backend is
+  // connected; the last one in opens the barrier. Rank 0 hosts the store, which goes with it:
+  // it returns last, once every other member has counted itself through.
+  const auto& o = options_;
+  if (o.size == 1) return Status::Ok();
+  const auto failed = [&](const char* step, const Status& s) {
+    return Status(s.code(), "world '" + o.name + "': " + step + ": " + s.message());
+  };
+  auto in = client_->add("mw/join/connected", 1, deadline);
+  if (!in.ok()) return failed("counting this member in", in.status());
+  if (*in == o.size) {
+    if (Status s = client_->set("mw/join/open", "1", deadline); !s.ok()) {
+      return failed("opening the join barrier", s);
+    }
+  }
+  if (Status s = client_->wait({"mw/join/open"}, deadline); !s.ok()) {
+    return failed("waiting for every member's connections", s);
+  }
+  if (o.rank == 0) {
+    if (Status s = client_->wait({"mw/join/through"}, deadline); !s.ok()) {
+      return failed("waiting for every member to be through the join", s);
+    }
+    return Status::Ok();
+  }
+  // Every member is connected: this join has succeeded whatever happens now. Counting through
+  // keeps rank 0's store up until every member is past the wait above; a store gone meanwhile
+  // (rank 0 through first and left, closing it before this member's last reply was sent) is its
+  // world's break, which the watchdog reports, not a failed join.
+  auto through = client_->add("mw/join/through_count", 1, deadline);
+  if (through.ok() && *through == o.size - 1) {
+    client_->set("mw/join/through", "1", deadline).ignore();
+  }
   return Status::Ok();
 }
 

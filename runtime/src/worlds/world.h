@@ -89,6 +89,10 @@ class World {
   }
 
  private:
+  // After the backend connected: returns once every member's backend is connected (the join
+  // contract), rank 0 once every other member is through too.
+  Status joinBarrier(Deadline deadline);
+
   const WorldOptions options_;
   const uint64_t generation_;
   WorldSink* const sink_;
