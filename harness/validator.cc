@@ -229,6 +229,8 @@ void Validator::worlds(const LV* v, const std::string& w, Scenario& s) {
                        .value_or(Ms(1000));
     ws.op_timeout = duration(spec.get("op_timeout"), w, path + ".op_timeout", Ms(1), kMaxTime)
                         .value_or(Ms(10000));
+    ws.heartbeat_declared = spec.get("heartbeat") != nullptr;
+    ws.op_timeout_declared = spec.get("op_timeout") != nullptr;
     ws.rejoin = boolean(spec.get("rejoin"), w, path + ".rejoin").value_or(false);
     ws.start = boolean(spec.get("start"), w, path + ".start").value_or(true);
     if (auto n = whole(spec.get("size"), w, path + ".size", 1, mw::kMaxWorldSize)) {

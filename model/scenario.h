@@ -28,6 +28,10 @@ struct WorldSpec {
   int size = 0;  // derived from the roles' ranks
   Ms heartbeat{1000};
   Ms op_timeout{10000};
+  // Whether the scenario wrote them (else the defaults above, which the harness's own workers
+  // use): a program role's world options are judged only on what the scenario declares.
+  bool heartbeat_declared = false;
+  bool op_timeout_declared = false;
   bool rejoin = false;  // members re-create the world after it breaks (replacement members)
   bool start = true;    // joined at start; false: only by an add_world action
   std::string where;
@@ -62,7 +66,8 @@ std::string worldOptionsText(const WorldSpec& w, const std::string& device);
 
 // The options of a `created` event's detail that differ from what the scenario declares for world
 // `w` (role device `device`), one "KEY: joined with A, the scenario declares B" each; empty when
-// they agree. Keys the detail does not name are not judged (an older runtime names none).
+// they agree. Keys the detail does not name are not judged (an older runtime names none), nor a
+// heartbeat or op_timeout the scenario does not write (a program keeps its own then).
 std::vector<std::string> optionMismatches(const WorldSpec& w, const std::string& device,
                                           const std::string& detail);
 
