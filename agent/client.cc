@@ -10,6 +10,8 @@
 #include <fstream>
 #include <future>
 
+#include "agent/held_off.h"
+
 namespace mw::agent {
 
 namespace {
@@ -265,7 +267,7 @@ Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit)
   // a host held off the CPU for seconds (seen beside CPU hogs: docs/hosts.md, "The lease") is
   // slow, not gone.
   const auto wait = std::max(limit, std::chrono::milliseconds(spec_.lease_ms));
-  const auto until = SteadyClock::now() + wait;
+  auto until = SteadyClock::now() + wait;
   for (;;) {
     auto it = replies_.find(id);
     if (it != replies_.end()) {
@@ -286,7 +288,14 @@ Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit)
       return t;
     }
     pollfd p{fd(), POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 100)));
+    const int timeout = static_cast<int>(std::min<int64_t>(left.count() + 1, 100));
+    const auto start = SteadyClock::now();
+    ::poll(&p, 1, timeout);
+    // Time this controller was held off the CPU is not the agent's silence (held_off.h), and
+    // an agent frozen alike gets a quarter of the wait to answer once both run again.
+    if (const auto held = heldOff(start, std::chrono::milliseconds(timeout)); held.count() > 0) {
+      until = std::max(until + held, SteadyClock::now() + wait / 4);
+    }
     pump();
     if (while_waiting_) while_waiting_();
   }

@@ -20,6 +20,8 @@
 #include <memory>
 #include <thread>
 
+#include "agent/held_off.h"
+#include "agent/host_util.h"
 #include "chaos/cpu_meter.h"
 #include "chaos/fifo_control.h"
 #include "chaos/host_rules.h"
@@ -31,6 +33,10 @@ namespace mw::agent {
 namespace {
 
 using namespace std::chrono_literals;
+
+// How long the cleanup waits for the roles it killed to exit (a process stuck in the kernel may
+// never): past it they are left to the kernel, and the agent exits.
+constexpr auto kReapLimit = 3s;
 
 int64_t monoNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -53,41 +59,6 @@ struct RoleState {
     if (pidfd >= 0) ::close(pidfd);
   }
 };
-
-std::string firstLine(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
-int countGpus() {
-  int n = 0;
-  if (DIR* d = ::opendir("/dev")) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
-          name.find_first_not_of("0123456789", 6) == std::string::npos) {
-        ++n;
-      }
-    }
-    ::closedir(d);
-  }
-  return n;
-}
-
-// Removes a folder of fifos and files (not recursive: the agent's folders hold no folders).
-bool removeDir(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
-      ::unlink((dir + "/" + name).c_str());
-    }
-    ::closedir(d);
-  }
-  return ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
-}
 
 class Server {
  public:
@@ -127,9 +98,34 @@ class Server {
   int sfd_ = -1;          // SIGTERM, SIGINT, SIGHUP
   std::string lost_why_;  // set where the lease ends outside the loop (a write that waits)
   std::chrono::steady_clock::time_point last_rx_ = std::chrono::steady_clock::now();
+  // Time this agent was held off the CPU past a wait's end (held_off.h): the lease is extended
+  // by it, since the controller's frames could not be read meanwhile either.
+  std::chrono::steady_clock::duration held_off_{};
+  void excuse(std::chrono::steady_clock::duration held) {
+    if (held <= std::chrono::steady_clock::duration::zero()) return;
+    held_off_ += held;
+    const auto now = std::chrono::steady_clock::now();
+    const auto lease = std::chrono::milliseconds(lease_ms_);
+    // And a quarter of the lease at least from now: a controller frozen alike pings again within
+    // lease/8 of running again.
+    last_rx_ = std::min(std::max(last_rx_ + held, now - lease + lease / 4), now);
+  }
+  // "; this agent was itself held off the CPU for N ms more", or "".
+  std::string heldOffNote() const {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(held_off_).count();
+    return ms == 0 ? std::string()
+                   : "; this agent was itself held off the CPU for " + std::to_string(ms) +
+                         " ms more, not counted";
+  }
   // Reads what the controller has sent (non-blocking) into inbuf_; any byte renews the lease.
   void readInput();
   int lease_ms_ = 2000;
+  // What the sweep of dead agents' leftovers at start removed, for hello's facts.
+  std::string swept_;
+  // MW_AGENT_TEST_STALL_REAP=1 (tests only): the cleanup acts as if no role ever exited after
+  // its SIGKILL, as a process stuck in the kernel does (tests/hosts: a reaping that never ends).
+  bool stall_reap_ = false;
+  bool stallReaping() const { return stall_reap_; }
   std::vector<std::pair<int, int>> exempt_;
   std::map<std::string, RoleState> roles_;
   std::unique_ptr<chaos::HostRules> rules_;
@@ -146,7 +142,9 @@ void Server::send(uint64_t id, Message m) {
       // The controller is not reading: its frames are read meanwhile (kept for the loop), so
       // that its pings keep the lease even while the agent waits here.
       pollfd p[3] = {{out_, POLLOUT, 0}, {input_closed_ ? -1 : in_, POLLIN, 0}, {sfd_, POLLIN, 0}};
+      const auto start = std::chrono::steady_clock::now();
       ::poll(p, 3, 100);
+      excuse(heldOff(start, std::chrono::milliseconds(100)));
       if (p[1].revents != 0) readInput();
       // The lease and the signals hold here too: a controller that stops reading but keeps its
       // pipe open (stopped, its host frozen) must not keep the agent waiting forever.
@@ -154,7 +152,8 @@ void Server::send(uint64_t id, Message m) {
         lost_why_ = "a signal while waiting to write";
       } else if (std::chrono::steady_clock::now() - last_rx_ >
                  std::chrono::milliseconds(lease_ms_)) {
-        lost_why_ = "lease expired while waiting to write (the controller stopped reading)";
+        lost_why_ = "lease expired while waiting to write (the controller stopped reading" +
+                    heldOffNote() + ")";
       }
       if (!lost_why_.empty()) {
         broken_out_ = true;
@@ -270,7 +269,12 @@ Status Server::kill(const std::string& role) {
   Status why;
   RoleState* st = find(role, &why);
   if (st == nullptr) return why;
-  if (!st->proc->poll()) st->proc->killAndReap();
+  // Its group killed and the leader seen to exit, but not reaped: release() kills what is left
+  // of the group while the leader's zombie still holds the group's id.
+  if (!st->proc->poll()) {
+    st->proc->killGroup();
+    st->proc->waitUntil(deadlineIn(std::chrono::milliseconds(5000)));
+  }
   noteExit(role, *st);
   return Status::Ok();
 }
@@ -285,16 +289,18 @@ Status Server::release(const std::string& role, Reply& r) {
     }
     noteExit(role, st);
     // The role has exited, but processes of its group (its own children) may take a moment to
-    // die after the group's SIGKILL: give them a second, then count what is left.
-    st.proc->release();
+    // die after the group's SIGKILL: give them a second, then count what is left. The leader is
+    // reaped only after: while it is a zombie its pid, the group's id, is nobody else's, so the
+    // group's SIGKILL can reach no other process.
     const pid_t group = st.proc->pid();
     const auto until = std::chrono::steady_clock::now() + 1s;
     int alive = chaos::aliveInGroup(group);
     while (alive > 0 && std::chrono::steady_clock::now() < until) {
-      ::kill(-group, SIGKILL);
+      st.proc->killGroup();
       std::this_thread::sleep_for(5ms);
       alive = chaos::aliveInGroup(group);
     }
+    st.proc->release();
     r.count = alive;
   }
   st.fifo = chaos::FifoControl();
@@ -306,11 +312,15 @@ Status Server::release(const std::string& role, Reply& r) {
 }
 
 Status Server::net(const Net& m) {
-  if (!rules_) rules_ = std::make_unique<chaos::HostRules>(exempt_, options_.default_dev);
+  if (!rules_)
+    rules_ = std::make_unique<chaos::HostRules>(exempt_, options_.default_dev, controlPeer());
   if (m.op == "cut") return rules_->cut(m.peers, m.loud);
   if (m.op == "loss") return rules_->loss(m.p);
-  if (m.op == "bandwidth") return rules_->bandwidth(m.dev, m.rate);
-  if (m.op == "delay") return rules_->delay(m.dev, m.delay_ms, m.jitter_ms);
+  // The device shaped: the fault's, else --dev's, else the one the route to the peers takes.
+  std::string dev = !m.dev.empty() ? m.dev : options_.default_dev;
+  for (size_t i = 0; dev.empty() && i < m.peers.size(); ++i) dev = routeDevice(m.peers[i]);
+  if (m.op == "bandwidth") return rules_->bandwidth(dev, m.rate);
+  if (m.op == "delay") return rules_->delay(dev, m.delay_ms, m.jitter_ms);
   return rules_->heal();
 }
 
@@ -323,24 +333,7 @@ int Server::handle(const Frame& f) {
   Reply r;
   Status s;
   if (const auto* m = std::get_if<Hello>(&f.msg)) {
-    HelloReply h;
-    h.build = buildId();
-    utsname u{};
-    if (::uname(&u) == 0) h.host = u.nodename;
-    h.pid = ::getpid();
-    h.boot_id = firstLine("/proc/sys/kernel/random/boot_id");
-    h.facts["root"] = ::geteuid() == 0 ? "yes" : "no";
-    for (const char* tool : {"iptables", "tc", "nsenter", "ip"}) {
-      const std::string path = chaos::whichProgram(tool);
-      h.facts[tool] = path.empty() ? "missing" : path;
-    }
-    h.facts["gpus"] = std::to_string(countGpus());
-    // Inside an srun step: which one (scancel_step cancels it through slurmctld).
-    for (const auto& [fact, var] :
-         {std::pair{"slurm_job", "SLURM_JOB_ID"}, std::pair{"slurm_step", "SLURM_STEP_ID"}}) {
-      if (const char* v = std::getenv(var); v != nullptr && *v != '\0') h.facts[fact] = v;
-    }
-    send(f.id, std::move(h));
+    send(f.id, helloReply(swept_));
     Status peer = checkPeer(m->version, m->build, "the controller");
     if (!peer.ok()) {
       std::fprintf(stderr, "mwchaos agent: refused: %s\n", peer.message().c_str());
@@ -377,7 +370,14 @@ int Server::handle(const Frame& f) {
       r.path = dir;
     }
   } else if (const auto* m = std::get_if<FifoOpen>(&f.msg)) {
-    if (RoleState* st = find(m->role, &s)) {
+    RoleState* st = find(m->role, &s);
+    if (st != nullptr && !insideFolders(m->path, st->dirs)) {
+      s = Status(Code::kInvalidArgument, "fifo '" + m->path +
+                                             "' is not inside a folder this agent made for role '" +
+                                             m->role + "' (make_dir)");
+      st = nullptr;
+    }
+    if (st != nullptr) {
       auto fifo =
           chaos::FifoControl::open(m->path, deadlineIn(std::chrono::milliseconds(m->timeout_ms)));
       if (fifo.ok()) {
@@ -425,44 +425,54 @@ int Server::handle(const Frame& f) {
 }
 
 int Server::cleanup() {
-  int killed = 0;
+  // The network first: a partition must not outlive its agent, whatever happens to the roles.
+  if (rules_) {
+    Status s = rules_->remove();
+    if (!s.ok()) {
+      std::string left;
+      for (const auto& u : rules_->unhealed()) left += (left.empty() ? "" : ", ") + u;
+      std::fprintf(stderr, "mwchaos agent: removing network rules: %s%s%s\n", s.toString().c_str(),
+                   left.empty() ? "" : "; left: ", left.c_str());
+    }
+    rules_.reset();
+  }
+  // Then the roles (killRoles: never a group whose leader was reaped), and their folders.
+  std::vector<chaos::Process*> procs;
   for (auto& [name, st] : roles_) {
-    if (st.proc && !st.proc->poll()) {
-      st.proc->killAndReap();
-      ++killed;
-    }
-    if (st.proc) {
-      st.proc->release();
-      const pid_t group = st.proc->pid();
-      for (int i = 0; i < 200 && chaos::aliveInGroup(group) > 0; ++i) {
-        ::kill(-group, SIGKILL);
-        std::this_thread::sleep_for(5ms);
-      }
-    }
+    if (st.proc) procs.push_back(st.proc.get());
+  }
+  int left = 0;
+  const int killed = killRoles(procs, kReapLimit, stallReaping(), &left);
+  for (auto& [name, st] : roles_) {
     st.fifo = chaos::FifoControl();
     for (const auto& d : st.dirs) removeDir(d);
   }
-  roles_.clear();
-  if (rules_) {
-    Status s = rules_->remove();
-    if (!s.ok())
-      std::fprintf(stderr, "mwchaos agent: removing network rules: %s\n", s.toString().c_str());
-    rules_.reset();
+  if (left > 0) {
+    std::fprintf(stderr,
+                 "mwchaos agent: %d role process(es) did not exit within %lld ms of SIGKILL "
+                 "(stuck in the kernel?): left to it\n",
+                 left, static_cast<long long>(kReapLimit.count() * 1000));
   }
+  roles_.clear();
   return killed;
 }
 
 int Server::run() {
   ::signal(SIGPIPE, SIG_IGN);
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
-  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  sfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  // Every signal that would end the agent and can be caught runs the cleanup: TERM, INT and HUP
+  // (a controller or a session going), and the others a user, a scheduler (scancel --signal
+  // USR1) or a watchdog may send. Roles start with an empty mask (chaos::Process).
+  sfd_ = cleanupSignalFd();
   const int sfd = sfd_;
   // Whoever started the agent (the controller, sshd's session, srun) dying is a lost lease: the
   // agent is told by SIGTERM (handled below), never killed before it cleans up.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const char* stall = std::getenv("MW_AGENT_TEST_STALL_REAP");
+  stall_reap_ = stall != nullptr && std::string(stall) == "1";
+  // What agents that died on this host (SIGKILL, the OOM killer, a crash) left: their chains,
+  // jumps and qdiscs go now, before this one makes any (never a live agent's).
+  swept_ = sweepLeftovers();
+  if (!swept_.empty()) std::fprintf(stderr, "mwchaos agent: %s\n", swept_.c_str());
   for (int fd : {in_, out_}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   last_rx_ = std::chrono::steady_clock::now();
   std::string ended;
@@ -495,11 +505,15 @@ int Server::run() {
     // polled every 50 ms. Input read while writing is handled at once.
     bool polled_exits = false;
     for (auto& [name, st] : roles_) polled_exits |= st.proc && !st.exit_sent && st.pidfd < 0;
+    // At most kLongestWait at a time, so that a stretch this agent was held off the CPU is told
+    // from a quiet one and not counted against the controller (held_off.h).
     const int timeout = inbuf_.find('\n') != std::string::npos
                             ? 0
                             : static_cast<int>(std::clamp<int64_t>(
-                                  left.count() + 1, 1, polled_exits ? 50 : lease_ms_ + 1));
+                                  left.count() + 1, 1, polled_exits ? 50 : kLongestWait.count()));
+    const auto poll_start = std::chrono::steady_clock::now();
     ::poll(fds.data(), fds.size(), timeout);
+    excuse(heldOff(poll_start, std::chrono::milliseconds(timeout)));
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si{};
       (void)!::read(sfd, &si, sizeof si);
@@ -551,8 +565,8 @@ int Server::run() {
       // Never while something the controller sent waits unread.
       pollfd p{input_closed_ ? -1 : in_, POLLIN, 0};
       if (::poll(&p, 1, 0) > 0) continue;
-      ended =
-          "lease expired (no word from the controller for " + std::to_string(lease_ms_) + " ms)";
+      ended = "lease expired (no word from the controller for " + std::to_string(lease_ms_) +
+              " ms" + heldOffNote() + ")";
       code = kServedLeaseLost;
     }
   }

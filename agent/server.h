@@ -17,7 +17,10 @@
 namespace mw::agent {
 
 struct ServeOptions {
-  std::string default_dev = "eth0";  // the interface bandwidth and delay faults shape by default
+  // The interface bandwidth and delay faults shape when a fault names none (--dev). Empty: the
+  // one this host's route to the fault's peers (the scenario's other hosts) goes through; with
+  // no route either, the fault is refused (naming hosts.NAME.dev).
+  std::string default_dev;
 };
 
 // Exit codes of serve().

@@ -6,8 +6,16 @@
 //             p99 and max in microseconds, and the ratio of the medians.
 //   idle:     the agent's CPU while it holds a role and is only kept alive (pings every lease/4),
 //             in percent of one core.
+//   --sweep R: instead of the two above, R rounds of: an agent started on a clean host (the
+//             baseline: start to hello answered), given a partition from --peer, 10% loss and a
+//             bandwidth cap (on the interface its route to --peer takes), then SIGKILLed; the next
+//             agent started there removes what it left before it answers hello. Timed: the
+//             SIGKILL to that hello (the host clean again), against the baseline start; checked:
+//             the second agent says what it swept, and no chain and no 4d57: qdisc is left. Needs
+//             root, iptables and tc where the agent runs (bench/agent_sweep.sh makes a namespace).
 //
 // usage: mw_host_agent_bench --agent PATH [--via "ssh -F cfg h1"] [--n N] [--idle-s S]
+//                            [--sweep R --peer ADDRESS]
 // --via: the launcher command the agent (and the `cat` baseline) is started through; none runs
 // them directly on this machine. The agent must run on this machine's kernel (a local namespace or
 // an sshd in one) for the idle CPU, which is read from /proc.
@@ -107,11 +115,92 @@ std::vector<double> catRoundTrips(const std::vector<std::string>& via, int n) {
   return us;
 }
 
+double msSince(int64_t t0) { return static_cast<double>(nowNs() - t0) / 1e6; }
+
+// What `via` + `words` prints (the host's firewall or qdiscs), "" when it fails.
+std::string outputOf(const std::vector<std::string>& via, const std::vector<std::string>& words) {
+  std::vector<std::string> argv = via;
+  argv.insert(argv.end(), words.begin(), words.end());
+  std::string cmd;
+  for (const auto& w : argv) cmd += (cmd.empty() ? "" : " ") + w;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+void printSpread(const char* what, std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  std::printf("%s: median %.1f ms, min %.1f ms, max %.1f ms (%zu rounds)\n", what,
+              ms[ms.size() / 2], ms.front(), ms.back(), ms.size());
+}
+
+// --sweep: the time from an agent's death, with faults in force, to a clean host.
+int sweepRounds(const agent::LaunchSpec& spec, const std::vector<std::string>& via,
+                const std::string& peer, int rounds) {
+  std::vector<double> clean_ms, dirty_ms;
+  for (int r = 0; r < rounds; ++r) {
+    int64_t t0 = nowNs();
+    auto first = agent::Connection::start(spec, 30s);
+    if (!first.ok()) die("starting an agent: " + first.status().message());
+    clean_ms.push_back(msSince(t0));
+    if ((*first)->hello().facts.count("root") == 0 || (*first)->hello().facts.at("root") != "yes") {
+      die("the agent is not root: network faults (and this benchmark) need it");
+    }
+    agent::Net cut, loss, cap;
+    cut.op = "cut";
+    cut.peers = {peer};
+    loss.op = "loss";
+    loss.p = 0.1;
+    cap.op = "bandwidth";
+    cap.rate = "10mbit";
+    cap.peers = {peer};
+    for (const agent::Net& m : {cut, loss, cap}) {
+      auto done = (*first)->call(m);
+      if (!done.ok()) die("fault " + m.op + ": " + done.status().message());
+    }
+    const pid_t pid = static_cast<pid_t>((*first)->hello().pid);
+    if (::kill(pid, SIGKILL) != 0) die("SIGKILL of the agent (pid " + std::to_string(pid) + ")");
+    t0 = nowNs();
+    first->reset();  // reaps the launcher: the agent died without a word
+    auto next = agent::Connection::start(spec, 30s);
+    if (!next.ok()) die("starting the next agent: " + next.status().message());
+    dirty_ms.push_back(msSince(t0));
+    const auto& facts = (*next)->hello().facts;
+    const auto swept = facts.find("swept");
+    if (swept == facts.end() || swept->second.find("removed 2 chain(s) and 1 qdisc(s)") != 0) {
+      die("round " + std::to_string(r) +
+          ": the next agent did not say it removed 2 chains and 1 "
+          "qdisc: '" +
+          (swept == facts.end() ? std::string() : swept->second) + "'");
+    }
+    const std::string rules = outputOf(via, {"iptables", "-w", "-S"});
+    const std::string qdiscs = outputOf(via, {"tc", "qdisc", "show"});
+    if (rules.find("MWCHAOS") != std::string::npos || qdiscs.find("4d57:") != std::string::npos) {
+      die("round " + std::to_string(r) + ": left after the sweep:\n" + rules + qdiscs);
+    }
+    if (Status bye = (*next)->bye(); !bye.ok()) die("bye: " + bye.message());
+  }
+  std::printf("launcher %s, %d rounds of: faults in force, SIGKILL, the next agent\n",
+              spec.launcher.c_str(), rounds);
+  printSpread("agent start on a clean host (baseline)", clean_ms);
+  printSpread("agent SIGKILLed -> next agent answered, host clean", dirty_ms);
+  std::vector<double> a = clean_ms, b = dirty_ms;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::printf("ratio of medians (death to clean / clean start): %.2f\n",
+              b[b.size() / 2] / a[a.size() / 2]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string agent_path, via_text;
-  int n = 2000;
+  std::string agent_path, via_text, peer;
+  int n = 2000, sweep = 0;
   double idle_s = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -127,11 +216,18 @@ int main(int argc, char** argv) {
       n = std::atoi(value().c_str());
     } else if (a == "--idle-s") {
       idle_s = std::atof(value().c_str());
+    } else if (a == "--sweep") {
+      sweep = std::atoi(value().c_str());
+      if (sweep < 1) die("--sweep wants a number of rounds, 1 or more");
+    } else if (a == "--peer") {
+      peer = value();
     } else {
-      die("unknown option '" + a + "' (--agent PATH [--via CMD] [--n N] [--idle-s S])");
+      die("unknown option '" + a +
+          "' (--agent PATH [--via CMD] [--n N] [--idle-s S] [--sweep R --peer ADDRESS])");
     }
   }
   if (agent_path.empty()) die("--agent PATH (the mwchaos program) is required");
+  if (sweep > 0 && peer.empty()) die("--sweep needs --peer ADDRESS (the address a partition cuts)");
   if (n < 100) die("--n must be at least 100");
   const std::vector<std::string> via = words(via_text);
 
@@ -140,6 +236,7 @@ int main(int argc, char** argv) {
   spec.launcher = via.empty() ? "local" : via.front();
   spec.argv = via;
   spec.argv.insert(spec.argv.end(), {agent_path, "agent", "--stdio"});
+  if (sweep > 0) return sweepRounds(spec, via, peer, sweep);
   auto c = agent::Connection::start(spec, 30s);
   if (!c.ok()) die(c.status().message());
   agent::Spawn s;

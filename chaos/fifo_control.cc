@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,11 @@
 namespace mw::chaos {
 
 namespace {
+
+bool isFifo(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
 
 std::string err(int e) {
   return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
@@ -52,8 +58,15 @@ Result<FifoControl> FifoControl::open(const std::string& in_path, Deadline deadl
   // Until libfiu's thread has opened ".in" for reading, a non-blocking open for writing fails
   // with ENXIO.
   for (;;) {
-    c.in_ = ::open(in_path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (c.in_ >= 0) break;
+    // Never through a link, and only a fifo: a regular file or a device of that name would take
+    // the commands meant for libfiu.
+    c.in_ = ::open(in_path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (c.in_ >= 0) {
+      if (!isFifo(c.in_)) {
+        return Status(Code::kInvalidArgument, "failpoint fifo " + in_path + " is not a fifo");
+      }
+      break;
+    }
     int e = errno;
     if (e != ENXIO && e != ENOENT) {
       return Status(Code::kIoError, "opening failpoint fifo " + in_path + ": " + err(e));
@@ -64,9 +77,12 @@ Result<FifoControl> FifoControl::open(const std::string& in_path, Deadline deadl
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  c.out_ = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  c.out_ = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (c.out_ < 0) {
     return Status(Code::kIoError, "opening failpoint fifo " + out_path + ": " + err(errno));
+  }
+  if (!isFifo(c.out_)) {
+    return Status(Code::kInvalidArgument, "failpoint fifo " + out_path + " is not a fifo");
   }
   // libfiu's thread opens ".out" only after ".in": removing the name before it did would make its
   // open fail and end the thread. A reply to a harmless command proves it has both open (it

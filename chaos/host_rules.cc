@@ -1,8 +1,12 @@
 #include "chaos/host_rules.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include "chaos/process.h"
 
@@ -10,11 +14,70 @@ namespace mw::chaos {
 
 using namespace std::chrono_literals;
 
-HostRules::HostRules(std::vector<std::pair<int, int>> exempt, std::string default_dev)
+namespace {
+
+// The root qdisc of `dev`: its kind ("noqueue", "htb") and handle ("4d57:"), from `tc qdisc show
+// dev DEV root` ("qdisc tbf 4d57: root refcnt 2 rate ..."). Both empty when it has none listed
+// (the kernel's default).
+Status rootQdisc(const std::string& dev, std::string* kind, std::string* handle) {
+  std::string out;
+  MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "show", "dev", dev, "root"}, 10s, &out));
+  kind->clear();
+  handle->clear();
+  const size_t at = out.find("qdisc ");
+  if (at == std::string::npos) return Status::Ok();
+  std::istringstream words(out.substr(at + 6));
+  words >> *kind >> *handle;
+  return Status::Ok();
+}
+
+// Whether `kind` is what the kernel gives a device nobody configured: a heal (tc qdisc del root)
+// puts it back as it was.
+bool kernelDefault(const std::string& kind) {
+  if (kind.empty() || kind == "noqueue" || kind == "pfifo_fast" || kind == "mq") return true;
+  char configured[64] = {};
+  if (FILE* f = std::fopen("/proc/sys/net/core/default_qdisc", "r")) {
+    if (std::fgets(configured, sizeof configured, f) == nullptr) configured[0] = '\0';
+    std::fclose(f);
+  }
+  std::string d = configured;
+  while (!d.empty() && (d.back() == '\n' || d.back() == ' ')) d.pop_back();
+  return kind == d || kind == "fq_codel";
+}
+
+std::string joined(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& x : s) out += (out.empty() ? "" : ",") + x;
+  return out;
+}
+
+}  // namespace
+
+unsigned long long processStartTime(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  // pid (comm) state ... : comm may hold spaces and parentheses, so count from the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 1));
+  std::string field;
+  // Fields 3.. follow; the start time is field 22, the 20th of these.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return 0;
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+HostRules::HostRules(std::vector<std::pair<int, int>> exempt, std::string default_dev,
+                     std::string control_peer)
     : exempt_(std::move(exempt)),
       default_dev_(std::move(default_dev)),
+      control_peer_(std::move(control_peer)),
       in_chain_("MWCHAOS-IN-" + std::to_string(::getpid())),
-      out_chain_("MWCHAOS-OUT-" + std::to_string(::getpid())) {}
+      out_chain_("MWCHAOS-OUT-" + std::to_string(::getpid())),
+      owner_("pid=" + std::to_string(::getpid()) +
+             " start=" + std::to_string(processStartTime(::getpid()))) {}
 
 HostRules::~HostRules() { remove().ignore(); }
 
@@ -22,12 +85,26 @@ Status HostRules::addExempt() {
   for (const auto& [first, last] : exempt_) {
     const std::string ports =
         first == last ? std::to_string(first) : std::to_string(first) + ":" + std::to_string(last);
+    // A range (srun's) may hold the ephemeral port of a data-plane connection: exempt with the
+    // controller alone, where this host knows it.
+    const bool scoped = first != last && !control_peer_.empty();
     for (const auto& chain : {in_chain_, out_chain_}) {
       for (const char* dir : {"--dport", "--sport"}) {
-        MW_RETURN_IF_ERROR(
-            runProgram({"iptables", "-w", "-A", chain, "-p", "tcp", dir, ports, "-j", "RETURN"}));
+        std::vector<std::string> rule = {"iptables", "-w", "-A", chain, "-p", "tcp"};
+        if (scoped) rule.insert(rule.end(), {chain == in_chain_ ? "-s" : "-d", control_peer_});
+        rule.insert(rule.end(), {dir, ports, "-j", "RETURN"});
+        MW_RETURN_IF_ERROR(runProgram(rule));
       }
     }
+  }
+  return Status::Ok();
+}
+
+Status HostRules::writeOwner() {
+  const std::string record = "mwchaos-owner " + owner_ + " devs=" + joined(shaped_);
+  for (const auto& chain : {in_chain_, out_chain_}) {
+    MW_RETURN_IF_ERROR(
+        runProgram({"iptables", "-w", "-R", chain, "1", "-m", "comment", "--comment", record}));
   }
   return Status::Ok();
 }
@@ -42,6 +119,9 @@ Status HostRules::ensureChains() {
     if (!runProgram({"iptables", "-w", "-N", chain}).ok()) {
       MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-F", chain}));
     }
+    // The owner record first: a chain of ours is never without one once it has rules.
+    MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-A", chain, "-m", "comment", "--comment",
+                                   "mwchaos-owner " + owner_ + " devs="}));
     MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-I", hook, "1", "-j", chain}));
   }
   return addExempt();
@@ -79,42 +159,18 @@ Status HostRules::loss(double p) {
   return Status::Ok();
 }
 
-namespace {
-
-// The kind of `dev`'s root qdisc ("noqueue", "htb"), from `tc qdisc show dev DEV root`.
-Result<std::string> rootQdisc(const std::string& dev) {
-  std::string out;
-  MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "show", "dev", dev, "root"}, 10s, &out));
-  // "qdisc noqueue 0: root refcnt 2" (or, with no root line, the kernel's default: nothing).
-  const size_t at = out.find("qdisc ");
-  if (at == std::string::npos) return std::string();
-  const size_t from = at + 6, end = out.find(' ', from);
-  return out.substr(from, end == std::string::npos ? std::string::npos : end - from);
-}
-
-// Whether `kind` is what the kernel gives a device nobody configured: a heal (tc qdisc del root)
-// puts it back as it was.
-bool kernelDefault(const std::string& kind) {
-  if (kind.empty() || kind == "noqueue" || kind == "pfifo_fast" || kind == "mq") return true;
-  char configured[64] = {};
-  if (FILE* f = std::fopen("/proc/sys/net/core/default_qdisc", "r")) {
-    if (std::fgets(configured, sizeof configured, f) == nullptr) configured[0] = '\0';
-    std::fclose(f);
-  }
-  std::string d = configured;
-  while (!d.empty() && (d.back() == '\n' || d.back() == ' ')) d.pop_back();
-  return kind == d || kind == "fq_codel";
-}
-
-}  // namespace
-
 Status HostRules::checkShapeable(const std::string& d) const {
+  if (d.empty()) {
+    return Status(Code::kInvalidArgument,
+                  "no interface to shape: the fault names none, the agent was given none (--dev), "
+                  "and no route to the peers was found; name it with hosts.NAME.dev");
+  }
   if (shaped_.count(d) != 0) return Status::Ok();  // ours already: replaced again, deleted at heal
-  auto kind = rootQdisc(d);
-  if (!kind.ok()) return kind.status();
-  if (kernelDefault(*kind)) return Status::Ok();
+  std::string kind, handle;
+  MW_RETURN_IF_ERROR(rootQdisc(d, &kind, &handle));
+  if (kernelDefault(kind)) return Status::Ok();
   return Status(Code::kUnavailable,
-                "device " + d + " has a root qdisc of its own (" + *kind +
+                "device " + d + " has a root qdisc of its own (" + kind +
                     "): bandwidth and delay faults replace the root qdisc and could not put it "
                     "back, so they are refused there (name another device, hosts.NAME.dev, or "
                     "remove that qdisc)");
@@ -122,40 +178,77 @@ Status HostRules::checkShapeable(const std::string& d) const {
 
 Status HostRules::bandwidth(const std::string& d, const std::string& rate) {
   MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
-  MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "tbf", "rate",
-                                 rate, "burst", "64kb", "latency", "400ms"}));
+  // Owned before it exists: an agent that dies between the two leaves no qdisc without a record.
+  MW_RETURN_IF_ERROR(ensureChains());
+  const bool had = shaped_.count(dev(d)) != 0;
   shaped_.insert(dev(d));
-  return Status::Ok();
+  MW_RETURN_IF_ERROR(writeOwner());
+  Status s = runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "handle", kQdiscHandle,
+                         "tbf", "rate", rate, "burst", "64kb", "latency", "400ms"});
+  if (!s.ok() && !had) {
+    shaped_.erase(dev(d));  // nothing of ours is on it
+    writeOwner().ignore();
+  }
+  return s;
 }
 
 Status HostRules::delay(const std::string& d, int ms, int jitter_ms) {
   MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
-  Status s = runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "netem", "delay",
-                         std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
+  MW_RETURN_IF_ERROR(ensureChains());
+  const bool had = shaped_.count(dev(d)) != 0;
+  shaped_.insert(dev(d));
+  MW_RETURN_IF_ERROR(writeOwner());
+  Status s =
+      runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "handle", kQdiscHandle, "netem",
+                  "delay", std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
+  if (!s.ok() && !had) {
+    shaped_.erase(dev(d));  // nothing of ours is on it
+    writeOwner().ignore();
+  }
   if (!s.ok() && (s.message().find("netem") != std::string::npos ||
                   s.message().find("qdisc kind is unknown") != std::string::npos)) {
     return Status(
         Code::kUnavailable,
         "this kernel has no netem qdisc (sch_netem), so delay cannot be simulated: " + s.message());
   }
-  MW_RETURN_IF_ERROR(s);
-  shaped_.insert(dev(d));
-  return Status::Ok();
+  return s;
 }
 
 Status HostRules::heal() {
   Status first;
+  unhealed_.clear();
   auto keep = [&first](Status s) {
     if (first.ok() && !s.ok()) first = s;
+    return s.ok();
   };
   if (chains_ && rules_ > 0) {
-    for (const auto& chain : {in_chain_, out_chain_})
-      keep(runProgram({"iptables", "-w", "-F", chain}));
-    rules_ = 0;
+    bool flushed = true;
+    for (const auto& chain : {in_chain_, out_chain_}) {
+      if (!keep(runProgram({"iptables", "-w", "-F", chain}))) {
+        flushed = false;
+        unhealed_.push_back("rules in " + chain);
+      }
+    }
+    if (flushed) rules_ = 0;  // else counted still: the next heal() tries again
+    for (const auto& chain : {in_chain_, out_chain_}) {
+      keep(runProgram({"iptables", "-w", "-A", chain, "-m", "comment", "--comment",
+                       "mwchaos-owner " + owner_ + " devs=" + joined(shaped_)}));
+    }
     keep(addExempt());
   }
-  for (const auto& d : shaped_) keep(runProgram({"tc", "qdisc", "del", "dev", d, "root"}));
-  shaped_.clear();
+  std::set<std::string> left;
+  for (const auto& d : shaped_) {
+    if (!keep(runProgram({"tc", "qdisc", "del", "dev", d, "root"}))) {
+      std::string kind, handle;
+      // Gone already (the device went, or someone removed it): nothing of ours is left there.
+      if (rootQdisc(d, &kind, &handle).ok() && handle != kQdiscHandle) continue;
+      left.insert(d);
+      unhealed_.push_back("qdisc on " + d);
+    }
+  }
+  const bool changed = left != shaped_;
+  shaped_ = std::move(left);
+  if (chains_ && changed) keep(writeOwner());
   return first;
 }
 
@@ -171,9 +264,125 @@ Status HostRules::remove() {
       keep(runProgram({"iptables", "-w", "-F", chain}));
       keep(runProgram({"iptables", "-w", "-X", chain}));
     }
-    chains_ = false;
+    // A qdisc left by heal() keeps the chains' record until it goes (sweepDeadAgents then).
+    chains_ = !shaped_.empty();
   }
   return first;
+}
+
+namespace {
+
+struct Owner {
+  int pid = 0;
+  bool record = false;           // an owner record was found
+  unsigned long long start = 0;  // as recorded
+  std::set<std::string> devs;    // as recorded
+  std::set<std::string> chains;  // its chains
+};
+
+// Whether `pid` runs an mwchaos agent (its command line says "mwchaos" and "agent").
+bool runsAgent(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return cmd.find("mwchaos") != std::string::npos && cmd.find("agent") != std::string::npos;
+}
+
+// The value of `key=` in `text` ("pid=12 start=34 devs=a,b"), "" when absent.
+std::string field(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key + "=");
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size() + 1;
+  const size_t end = text.find_first_of(" \"", from);
+  return text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+}
+
+// The network devices of this namespace (`ip -o link show`: "2: eth0@if3: <...>").
+std::vector<std::string> devices() {
+  std::vector<std::string> out;
+  std::string text;
+  if (!runProgram({"ip", "-o", "link", "show"}, 10s, &text).ok()) return out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t a = line.find(": ");
+    if (a == std::string::npos) continue;
+    const size_t b = line.find_first_of(":@", a + 2);
+    if (b != std::string::npos) out.push_back(line.substr(a + 2, b - a - 2));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<SweepResult> sweepDeadAgents() {
+  if (::geteuid() != 0) return Status(Code::kUnavailable, "not root: no agent made rules here");
+  std::string text;
+  MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-S"}, 10s, &text));
+  std::map<int, Owner> owners;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    // "-N MWCHAOS-IN-123", or a rule of it: "-A MWCHAOS-IN-123 -m comment --comment ...".
+    for (const char* prefix :
+         {"-N MWCHAOS-IN-", "-N MWCHAOS-OUT-", "-A MWCHAOS-IN-", "-A MWCHAOS-OUT-"}) {
+      const std::string p = prefix;
+      if (line.rfind(p, 0) != 0) continue;
+      const size_t end = line.find(' ', p.size());
+      const std::string digits =
+          line.substr(p.size(), end == std::string::npos ? end : end - p.size());
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) break;
+      Owner& o = owners[std::stoi(digits)];
+      o.pid = std::stoi(digits);
+      const std::string chain = line.substr(3, end == std::string::npos ? end : end - 3);
+      o.chains.insert(chain);
+      if (line.find("mwchaos-owner") != std::string::npos) {
+        o.record = true;
+        o.start = std::strtoull(field(line, "start").c_str(), nullptr, 10);
+        std::istringstream devs(field(line, "devs"));
+        for (std::string d; std::getline(devs, d, ',');) {
+          if (!d.empty()) o.devs.insert(d);
+        }
+      }
+      break;
+    }
+  }
+  SweepResult r;
+  std::set<std::string> live_devs, swept_devs;
+  for (auto& [pid, o] : owners) {
+    bool alive = pid == ::getpid();
+    if (!alive && ::kill(pid, 0) == 0) {
+      alive = o.record ? processStartTime(pid) == o.start : runsAgent(pid);
+    }
+    if (alive) {
+      live_devs.insert(o.devs.begin(), o.devs.end());
+      continue;
+    }
+    r.owners.push_back("pid " + std::to_string(pid));
+    for (const auto& chain : o.chains) {
+      const char* hook = chain.rfind("MWCHAOS-IN-", 0) == 0 ? "INPUT" : "OUTPUT";
+      for (int i = 0; i < 16 && runProgram({"iptables", "-w", "-D", hook, "-j", chain}).ok(); ++i) {
+      }
+      Status s = runProgram({"iptables", "-w", "-F", chain});
+      if (s.ok()) s = runProgram({"iptables", "-w", "-X", chain});
+      if (s.ok()) {
+        ++r.chains;
+      } else {
+        r.failed.push_back(chain + ": " + s.message());
+      }
+    }
+    swept_devs.insert(o.devs.begin(), o.devs.end());
+  }
+  // Ours by handle, and no live owner lists it: what a dead agent left (or one that died before
+  // its record said so).
+  for (const auto& d : devices()) {
+    if (live_devs.count(d) != 0) continue;
+    std::string kind, handle;
+    if (!rootQdisc(d, &kind, &handle).ok() || handle != kQdiscHandle) continue;
+    if (Status s = runProgram({"tc", "qdisc", "del", "dev", d, "root"}); s.ok()) {
+      ++r.qdiscs;
+    } else {
+      r.failed.push_back("qdisc on " + d + ": " + s.message());
+    }
+  }
+  return r;
 }
 
 }  // namespace mw::chaos

@@ -3,11 +3,19 @@
 //
 // Every rule goes into two chains of its own (MWCHAOS-IN-<pid>, MWCHAOS-OUT-<pid>), jumped to
 // first from INPUT and OUTPUT, so healing and cleaning up touch nothing else the host has. Each
-// chain starts with RETURN rules for the control plane's TCP ports (ssh, slurmctld, slurmd, srun:
-// the inventory's exempt ports), ahead of every fault rule: a fault never cuts the agent off from
-// its controller, nor a node from its scheduler, and the host's own rules still judge that
-// traffic (RETURN, not ACCEPT). iptables runs with -w (it waits for the xtables lock). The chains
-// are made at the first fault, so a run without network faults needs no iptables.
+// chain starts with an owner record (a rule with no target whose comment says "mwchaos-owner
+// pid=P start=S devs=D1,D2": the agent's pid, its start time in clock ticks after boot, and the
+// devices it shaped), then RETURN rules for the control plane's TCP ports (ssh, slurmctld, slurmd,
+// srun: the inventory's exempt ports), ahead of every fault rule: a fault never cuts the agent off
+// from its controller, nor a node from its scheduler, and the host's own rules still judge that
+// traffic (RETURN, not ACCEPT). Its qdiscs carry the handle 4d57: ("MW"), so that they are known
+// as an agent's. iptables runs with -w (it waits for the xtables lock). The chains are made at the
+// first fault, so a run without network faults needs no iptables.
+//
+// An agent that dies (SIGKILL, the OOM killer, a crash) leaves its chains and qdiscs in force;
+// sweepDeadAgents(), which every agent runs when it starts and `mwchaos hosts check`/`clean` run
+// through one, removes them: those of every owner that is not alive (its pid gone, or now another
+// process's: the start time differs), never one of a live agent.
 //
 // Needs root (CAP_NET_ADMIN) and the iptables and tc programs. Thread rules: one thread at a time.
 #pragma once
@@ -21,11 +29,19 @@
 
 namespace mw::chaos {
 
+// The handle of the root qdiscs an agent installs ("4d57:", "MW").
+inline constexpr const char* kQdiscHandle = "4d57:";
+
 class HostRules {
  public:
   // `exempt`: TCP port ranges (first, last) never cut. `default_dev`: the interface bandwidth and
-  // delay shape when a fault names none.
-  HostRules(std::vector<std::pair<int, int>> exempt, std::string default_dev);
+  // delay shape when a fault names none. `control_peer`: the controller's address as this host
+  // sees it (the ssh client, the srun host), "" when unknown. A single exempt port is exempt as
+  // source or destination with any peer (22, 6817: ports no connection takes as its ephemeral
+  // one); a range of ports (srun's) only with the controller when it is known, since a data-plane
+  // connection may take an ephemeral port inside it.
+  HostRules(std::vector<std::pair<int, int>> exempt, std::string default_dev,
+            std::string control_peer = "");
   ~HostRules();  // remove()
   HostRules(const HostRules&) = delete;
   HostRules& operator=(const HostRules&) = delete;
@@ -43,25 +59,55 @@ class HostRules {
   // bandwidth() on a device with a root qdisc of its own.
   Status delay(const std::string& dev, int ms, int jitter_ms);
   // Removes every fault rule and qdisc made (the exempt rules stay): the network is whole again.
+  // What it could not remove stays counted (faultsInPlace, unhealed) and is tried again by the
+  // next heal() or remove(); the first error is returned.
   Status heal();
   // heal(), then the chains and their jumps go too. Idempotent. The first error, if any.
   Status remove();
 
   // How many rules and qdiscs of its own are in place (for audits and tests).
   int faultsInPlace() const { return rules_ + static_cast<int>(shaped_.size()); }
+  // What the last heal() or remove() could not remove ("rules in MWCHAOS-OUT-12", "qdisc on
+  // eth0"), empty when everything went.
+  const std::vector<std::string>& unhealed() const { return unhealed_; }
 
  private:
   Status ensureChains();
   Status addExempt();
+  // Rewrites the owner record (first rule of each chain) with the devices shaped now.
+  Status writeOwner();
   Status checkShapeable(const std::string& dev) const;
   std::string dev(const std::string& d) const { return d.empty() ? default_dev_ : d; }
 
   std::vector<std::pair<int, int>> exempt_;
   std::string default_dev_;
+  std::string control_peer_;
   std::string in_chain_, out_chain_;
+  std::string owner_;  // "pid=P start=S"
   bool chains_ = false;
   int rules_ = 0;
   std::set<std::string> shaped_;  // devices with a qdisc of ours
+  std::vector<std::string> unhealed_;
 };
+
+// What sweepDeadAgents removed.
+struct SweepResult {
+  std::vector<std::string> owners;  // "pid 123 (gone)" per dead owner whose leftovers went
+  int chains = 0;                   // chains removed (two per agent)
+  int qdiscs = 0;                   // root qdiscs of ours removed
+  std::vector<std::string> failed;  // what could not be removed, and why
+};
+
+// Removes, in this network namespace, the chains, jumps and qdiscs of every agent that is not
+// alive: an owner record whose pid is gone or belongs to a process started at another time; a
+// chain without one (an older agent, or one that died making it) whose pid runs no mwchaos agent;
+// a qdisc with handle 4d57: that no live owner lists. `self` (this process's pid) is never swept.
+// kUnavailable when iptables or tc is missing or this process is not root (nothing to sweep
+// then: no agent could have made rules).
+Result<SweepResult> sweepDeadAgents();
+
+// This process's start time, in clock ticks after boot (/proc/self/stat field 22), as an owner
+// record names it; 0 when it cannot be read.
+unsigned long long processStartTime(int pid);
 
 }  // namespace mw::chaos

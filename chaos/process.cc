@@ -279,6 +279,19 @@ void Process::killAndReap() {
   release();
 }
 
+void Process::killGroup() {
+  if (pid_ > 0 && !released_) ::kill(-pid_, SIGKILL);
+}
+
+void Process::abandon() {
+  released_ = true;
+  reaped_ = true;  // nothing is sent to its group from now on (signal() checks it)
+  for (int* fd : {&in_, &out_, &err_, &tel_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
 std::string Process::exitText() const {
   if (!reaped_) return "running";
   if (term_signal_ != 0) return std::string("killed by SIG") + sigabbrev_np(term_signal_);

@@ -78,6 +78,13 @@ class Process {
   bool waitUntil(Deadline deadline);
   // SIGKILL to the group unless it has exited, then release() (blocks until the kernel has it).
   void killAndReap();
+  // SIGKILL to its whole process group, also after it exited, as long as it is not released:
+  // until then its pid, the group's id, is nobody else's (its zombie holds it), so no other
+  // process can be hit. No-op once released.
+  void killGroup();
+  // Gives up on it: it is never signalled or waited for again, not by the destructor either
+  // (for a process that does not exit after SIGKILL: stuck in the kernel). Its pipes are closed.
+  void abandon();
   bool reaped() const { return reaped_; }
   // "exited 0", "killed by SIGKILL", ... once reaped.
   std::string exitText() const;

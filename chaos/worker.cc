@@ -457,13 +457,15 @@ class Worker {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::strcmp(argv[1], "--config") != 0) {
-    std::fprintf(stderr,
+  const bool help =
+      argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
+  if (help || argc != 3 || std::strcmp(argv[1], "--config") != 0) {
+    std::fprintf(help ? stdout : stderr,
                  "usage: mw_worker --config '<json>'\n"
                  "The chaos harness (mwchaos) starts this program, one per scenario role.\n"
                  "Its worlds' store token comes from the environment variable "
                  "MW_CHAOS_STORE_TOKEN (none when unset).\n");
-    return 2;
+    return help ? 0 : 2;
   }
   // Before any thread starts, so that every thread has SIGTERM and SIGINT blocked: they reach
   // the worker through the signalfd only.

@@ -31,7 +31,10 @@ std::string yes(const std::map<std::string, std::string>& facts, const std::stri
 
 }  // namespace
 
-int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
+namespace {
+
+// The agent of every host `inv` names (local and netns: this machine's).
+std::vector<agent::LaunchSpec> agentSpecs(const Inventory& inv, const std::string& agent_path) {
   std::vector<agent::LaunchSpec> specs;
   if (simulatedHosts(&inv)) {
     agent::LaunchSpec s;
@@ -44,6 +47,38 @@ int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
   } else {
     for (const auto& h : hostsOf(inv)) specs.push_back(launchSpecFor(inv, h));
   }
+  return specs;
+}
+
+}  // namespace
+
+int cleanHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
+  const std::vector<agent::LaunchSpec> specs = agentSpecs(inv, agent_path);
+  auto started = agent::Connection::startAll(specs, 30s);
+  int rc = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto& c = started[i];
+    std::fprintf(out, "%s (%s): ", specs[i].host.c_str(), specs[i].launcher.c_str());
+    if (!c.ok()) {
+      std::fprintf(out, "unreachable: %s\n", c.status().message().c_str());
+      rc = 1;
+      continue;
+    }
+    const std::string swept = yes((*c)->hello().facts, "swept");
+    if (swept == "unknown") {
+      std::fprintf(out, "clean (nothing left by dead agents)\n");
+    } else {
+      std::fprintf(out, "%s\n", swept.c_str());
+      if (swept.find("could not remove") != std::string::npos) rc = 1;
+    }
+    Status bye = (*c)->bye();
+    if (!bye.ok()) std::fprintf(out, "  leaving: %s\n", bye.message().c_str());
+  }
+  return rc;
+}
+
+int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
+  const std::vector<agent::LaunchSpec> specs = agentSpecs(inv, agent_path);
   // All at once: a cluster's check waits for its slowest host, not for the sum of them.
   auto started = agent::Connection::startAll(specs, 30s);
   int rc = 0;
@@ -70,6 +105,9 @@ int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
     std::fprintf(out, "  root: %s; %s%s\n", root ? "yes" : "no", tools.c_str(),
                  root ? "" : " (network faults need root)");
     std::fprintf(out, "  gpus: %s\n", yes(h.facts, "gpus").c_str());
+    if (const std::string swept = yes(h.facts, "swept"); swept != "unknown") {
+      std::fprintf(out, "  dead agents: %s\n", swept.c_str());
+    }
     std::fprintf(out, "  clock: offset %.3f ms, uncertainty %.3f ms, round trip %.3f ms%s\n",
                  static_cast<double>(clock.offset_ns) / 1e6,
                  static_cast<double>(clock.uncertainty_ns) / 1e6,

@@ -19,4 +19,10 @@ namespace mw::harness {
 // every agent answered, 1 when one did not.
 int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out);
 
+// `mwchaos hosts clean`: starts the agent of every host of `inv` (each removes, on start, what
+// agents that died on its host left: their firewall chains and jumps, their qdiscs; never a live
+// agent's) and prints per host what was removed. Returns 0 when every host was reached and
+// cleaned, 1 otherwise (a host unreachable, or something that could not be removed).
+int cleanHosts(const Inventory& inv, const std::string& agent_path, FILE* out);
+
 }  // namespace mw::harness

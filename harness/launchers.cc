@@ -1,5 +1,9 @@
 #include "harness/launchers.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 namespace mw::harness {
@@ -36,6 +40,42 @@ agent::LaunchSpec launchSpecFor(const Inventory& inv, const InventoryHost& h) {
   spec.lease_ms = inv.lease_ms;
   spec.exempt = exemptPorts(inv);
   return spec;
+}
+
+Result<std::string> dataPlaneAddress(const std::string& host, const std::string& address,
+                                     const std::string& target) {
+  const bool given = !address.empty();
+  std::string name = given ? address : target.substr(target.find('@') + 1);
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
+  }
+  const std::string what = "hosts." + host + (given ? ".address" : ".target");
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, name.substr(0, name.find('%')).c_str(), &v6) == 1) {
+    return Status(Code::kInvalidArgument,
+                  what + ": \"" + name +
+                      "\" is an IPv6 address: network faults are IPv4 firewall rules, and a "
+                      "partition between IPv6 addresses would cut nothing. Give hosts." +
+                      host + ".address the host's IPv4 address on the data plane");
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return Status(Code::kInvalidArgument,
+                  what + ": \"" + name + "\" resolves to no IPv4 address on this machine (" +
+                      ::gai_strerror(rc) + ")" +
+                      (given ? ""
+                             : "; an ssh_config alias means nothing to the peers: give hosts." +
+                                   host + ".address"));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
+              sizeof text);
+  ::freeaddrinfo(found);
+  return std::string(text);
 }
 
 std::string workerBeside(const std::string& agent) {
@@ -79,7 +119,8 @@ Result<std::vector<HostLaunch>> planLaunches(
   if (simulatedHosts(inv)) {
     for (const auto& h : hosts) {
       HostLaunch l = base(h, "netns");
-      l.spec.argv = {agent_path, "agent", "--stdio"};
+      // A simulated host's one interface is eth0 (chaos::NetSim), with or without peers.
+      l.spec.argv = {agent_path, "agent", "--stdio", "--dev", "eth0"};
       l.spec.netns = netns(h);
       l.address = address(h);
       l.worker_path = worker_path;
@@ -92,8 +133,11 @@ Result<std::vector<HostLaunch>> planLaunches(
       HostLaunch l;
       l.host = b.name;
       l.spec = launchSpecFor(*inv, b);
-      // The data plane's address: given, or the target's host part (user@ dropped).
-      l.address = !b.address.empty() ? b.address : b.target.substr(b.target.find('@') + 1);
+      // The data plane's address: given, or the target's host part (user@ dropped), as a
+      // number: a name (an ssh_config alias, say) means nothing to the peers' firewall rules.
+      auto address = dataPlaneAddress(b.name, b.address, b.target);
+      if (!address.ok()) return address.status();
+      l.address = *address;
       l.worker_path = workerBeside(inv->agent);
       out.push_back(std::move(l));
     }

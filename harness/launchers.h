@@ -29,6 +29,13 @@ struct HostLaunch {
   std::string worker_path;
 };
 
+// The data-plane address of host `host` (the inventory's `address`, else `target`'s host part),
+// resolved to a numeric IPv4 address, so that peers' firewall rules name it. kInvalidArgument
+// naming the field for an IPv6 address (network faults are IPv4 rules: a partition would cut
+// nothing) and for a name this machine cannot resolve (an ssh_config alias).
+Result<std::string> dataPlaneAddress(const std::string& host, const std::string& address,
+                                     const std::string& target);
+
 // The ssh command that starts the agent on `h` (user, port, identity and -o options from the
 // inventory; BatchMode, so a missing key fails instead of asking), the agent under h.wrap.
 std::vector<std::string> sshArgv(const Inventory& inv, const InventoryHost& h);

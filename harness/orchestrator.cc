@@ -352,6 +352,7 @@ void Run::startAgents() {
     rec.name = spec.host;
     rec.launcher = spec.launcher;
     rec.node = a.hello().host;
+    rec.address = launch.address;
     rec.same_clock = a.sameClock();
     rec.offset_ms = static_cast<double>(a.clock().offset_ns) / 1e6;
     rec.uncertainty_ms = static_cast<double>(a.clock().uncertainty_ns) / 1e6;

@@ -108,11 +108,13 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
             agent::Net m;
             m.op = "bandwidth";
             m.rate = b.rate;
+            m.peers = peersOf(b.host);  // the agent shapes the interface its route to them uses
             return netOn(b.host, m);
           },
           [&](const Delay& d) {
             agent::Net m;
             m.op = "delay";
+            m.peers = peersOf(d.host);
             m.delay_ms = d.delay_ms;
             m.jitter_ms = d.jitter_ms;
             Status st = netOn(d.host, m);
@@ -124,6 +126,14 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
       a.fault);
   f.acked = rel(nowNs());
   return st;
+}
+
+std::vector<std::string> Run::peersOf(const std::string& host) const {
+  std::vector<std::string> out;
+  for (const auto& h : s_.hosts()) {
+    if (h != host && !hostAddress(h).empty()) out.push_back(hostAddress(h));
+  }
+  return out;
 }
 
 Status Run::netOn(const std::string& host, agent::Net m) {
@@ -201,12 +211,25 @@ Status Run::scancelStep(const ScancelStep& c, Worker& w, FaultRec& f) {
   std::vector<std::string> argv = {scancel};
   if (c.signal != 0) argv.push_back("--signal=" + c.signal_name.substr(3));  // SIGTERM: TERM
   argv.push_back(job->second + "." + step->second);
-  Status st = chaos::runProgram(argv, std::chrono::seconds(10));
-  if (!st.ok()) return st;
   // The step takes the host's agent with it: that loss is this fault's effect, not the harness's
   // error (pump()), and the role ends. Nothing is read from the agent while scancel runs (this
   // thread), so deciding it now is before the agent can report the role's exit.
   ended_steps_.insert(a.host());
+  Status st = chaos::runProgram(argv, std::chrono::seconds(10));
+  if (!st.ok()) {
+    // A signal that ends the step at once (USR1 to the agent, which cleans up and exits) can end
+    // it before slurmctld answers scancel, which then says "Invalid job id specified": the step
+    // is gone, as asked. Only an agent still there means that scancel did nothing.
+    for (int i = 0; i < 100 && a.alive(); ++i) {
+      pollfd p{a.fd(), POLLIN, 0};
+      ::poll(&p, 1, 20);
+      a.pump();
+    }
+    if (a.alive()) {
+      ended_steps_.erase(a.host());
+      return st;
+    }
+  }
   w.killed_by_scenario = true;
   w.ending_fault = static_cast<int>(&f - res_.record.faults.data());
   f.ends_role = true;

@@ -124,6 +124,8 @@ class Run {
   }
   // One network request to the agent of `host`.
   Status netOn(const std::string& host, agent::Net m);
+  // The data-plane addresses of the scenario's other hosts than `host`.
+  std::vector<std::string> peersOf(const std::string& host) const;
 
   void readAll(Worker& w);
 

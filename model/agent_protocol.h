@@ -115,7 +115,7 @@ struct Net {
   std::string rate;
   int delay_ms = 0;
   int jitter_ms = 0;
-  std::string dev;  // "" for the agent's default (eth0 in a simulated host)
+  std::string dev;  // "": the agent's --dev, else the interface of its route to `peers`
 };
 // Answered with the agent's CLOCK_MONOTONIC (Reply.t_ns).
 struct ClockRead {};
@@ -134,7 +134,8 @@ struct HelloReply {
   int64_t pid = 0;
   std::string boot_id;  // /proc/sys/kernel/random/boot_id: equal means one kernel, one clock
   // "root", "iptables", "tc", "nsenter", "ip", "gpus"; in an srun step also "slurm_job" and
-  // "slurm_step" (scancel_step cancels that step).
+  // "slurm_step" (scancel_step cancels that step); "swept" when the agent removed what dead
+  // agents left on its host as it started (what, and what it could not).
   std::map<std::string, std::string> facts;
 };
 struct CpuUse {

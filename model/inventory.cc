@@ -125,6 +125,17 @@ void hostProblems(const Inventory& inv, std::vector<std::string>* out) {
                      "'s too: each logical host needs a real host of its own (no partition "
                      "could separate two on one)");
     }
+    // The data plane's address (given, or the target's host part) is a firewall rule's: IPv4.
+    {
+      std::string data = !h.address.empty() ? h.address : h.target.substr(h.target.find('@') + 1);
+      if (data.size() > 2 && data.front() == '[') data = data.substr(1, data.size() - 2);
+      if (data.find(':') != std::string::npos) {
+        out->push_back(path + (h.address.empty() ? ".target" : ".address") + ": " + quoted(data) +
+                       " is an IPv6 address: network faults are IPv4 firewall rules, and a "
+                       "partition between IPv6 addresses would cut nothing; give " +
+                       path + ".address the host's IPv4 address on the data plane");
+      }
+    }
     if (!h.address.empty()) {
       if (std::string why = addressProblem(h.address, false); !why.empty()) {
         out->push_back(path + ".address: " + why);

@@ -120,7 +120,8 @@ struct HostRec {
   bool same_clock = false;  // the controller's own clock: times taken as they are
   double offset_ms = 0;     // agent clock - controller clock
   double uncertainty_ms = 0;
-  double rtt_ms = 0;  // the round trip of the best clock sample
+  double rtt_ms = 0;    // the round trip of the best clock sample
+  std::string address;  // the data-plane address its peers reach it by, resolved ("" here)
 };
 
 struct RunRecord {

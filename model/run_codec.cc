@@ -38,6 +38,7 @@ json runJson(const Scenario& s, const RunRecord& r) {
       run["hosts"].push_back({{"name", h.name},
                               {"launcher", h.launcher},
                               {"node", h.node},
+                              {"address", h.address},
                               {"same_clock", h.same_clock},
                               {"offset_ms", r3(h.offset_ms)},
                               {"uncertainty_ms", r3(h.uncertainty_ms)},
@@ -166,6 +167,7 @@ RunRecord runFromJson(const json& run) {
     x.name = need(h, "name", "run.hosts").get<std::string>();
     x.launcher = h.value("launcher", std::string());
     x.node = h.value("node", std::string());
+    x.address = h.value("address", std::string());
     x.same_clock = h.value("same_clock", false);
     x.offset_ms = h.value("offset_ms", 0.0);
     x.uncertainty_ms = h.value("uncertainty_ms", 0.0);

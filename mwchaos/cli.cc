@@ -28,7 +28,14 @@ commands:
   report REPORT.json  re-evaluate a saved report's expectations and write its reports again
   hosts check --hosts FILE
                       start the agent of every host the inventory names and report, per host:
-                      reachable, build, root and tools, GPUs, clock offset, one fault's time
+                      reachable, build, root and tools, GPUs, clock offset, one fault's time,
+                      and what agents that died there left (each agent removes that on start)
+  hosts clean --hosts FILE
+                      start the agent of every host and report what it removed: the firewall
+                      chains and qdiscs of agents that died there (SIGKILL, OOM, a crash), never
+                      a live agent's; exit 1 when a host cannot be reached or cleaned
+  agent --stdio       a host's agent, which run and hosts start through the inventory's
+                      launcher; not for use by hand (mwchaos agent --help)
 
 options:
   -o, --out DIR       where reports go, one folder per scenario (default: mwchaos-out; for
@@ -216,19 +223,22 @@ int parseCli(int argc, char** argv, Cli& cli) {
     }
   }
   if (cli.command.empty()) {
-    return usageError("no command given (run, validate, list, report, hosts check)");
+    return usageError("no command given (run, validate, list, report, hosts check, hosts clean)");
   }
   static const std::set<std::string> commands = {"run", "validate", "list", "report", "hosts"};
   if (!commands.count(cli.command)) return usageError("unknown command '" + cli.command + "'");
   if (!cli.hosts.empty() && cli.command != "run" && cli.command != "validate" &&
       cli.command != "hosts") {
-    return usageError("--hosts is for run, validate and hosts check, not " + cli.command);
+    return usageError("--hosts is for run, validate and hosts check/clean, not " + cli.command);
   }
   if (cli.command == "hosts") {
-    if (cli.paths.size() != 1 || cli.paths[0] != "check") {
-      return usageError("hosts takes one subcommand: hosts check --hosts FILE");
+    if (cli.paths.size() != 1 || (cli.paths[0] != "check" && cli.paths[0] != "clean")) {
+      return usageError(
+          "hosts takes one subcommand: hosts check --hosts FILE, or hosts clean --hosts FILE");
     }
-    if (cli.hosts.empty()) return usageError("hosts check needs --hosts FILE (docs/hosts.md)");
+    if (cli.hosts.empty()) {
+      return usageError("hosts " + cli.paths[0] + " needs --hosts FILE (docs/hosts.md)");
+    }
     return -1;
   }
   if (cli.command != "list" && cli.paths.empty()) {

@@ -250,6 +250,7 @@ int hostsCheck(const Cli& cli) {
     printErrors(r.errors);
     return interrupted.load() ? kExitInterrupted : kExitUsage;
   }
+  if (cli.paths[0] == "clean") return cleanHosts(*r.inventory, selfPath(argv0_), stdout);
   return checkHosts(*r.inventory, selfPath(argv0_), stdout);
 }
 
@@ -454,6 +455,30 @@ int agentMain(int argc, char** argv) {
   bool stdio = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(
+          "usage: mwchaos agent --stdio [--dev IF]\n"
+          "\n"
+          "A host's agent (docs/hosts.md): the controller (mwchaos run or hosts check/clean "
+          "with --hosts)\n"
+          "starts one on each host through the inventory's launcher (ssh, srun, a network "
+          "namespace) and\n"
+          "drives it over its standard input and output; it is not meant to be run by hand. It "
+          "starts the\n"
+          "host's roles, delivers their faults and the host's network faults, and when its "
+          "controller goes\n"
+          "(its pipe closes, its lease expires, or a terminating signal arrives) it removes its "
+          "network\n"
+          "rules, kills its roles and exits. On start it removes what agents that died on this "
+          "host left.\n"
+          "\n"
+          "  --stdio    required: serve the controller on standard input and output\n"
+          "  --dev IF   the interface bandwidth and delay faults shape when a fault names none\n"
+          "             (default: the one the route to the host's peers uses)\n"
+          "  -h, --help this text\n",
+          stdout);
+      return kExitPass;
+    }
     if (a == "--stdio") {
       stdio = true;
     } else if (a == "--dev" && i + 1 < argc) {

@@ -1,11 +1,13 @@
 // The host agent, for real: `mwchaos agent --stdio` driven through agent::Connection, and by raw
 // frames where the test plays a controller that misbehaves (silent, gone, of another build).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "agent/client.h"
@@ -28,7 +30,15 @@ agent::LaunchSpec localSpec(int lease_ms = 2000) {
   return s;
 }
 
-bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+// Running or stopped: a zombie (killed, and kept unreleased by its agent so that its pid, its
+// group's id, is nobody else's until release) is not alive.
+bool alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(f)), {});
+  const size_t close = all.rfind(')');
+  return close == std::string::npos || close + 2 >= all.size() || all[close + 2] != 'Z';
+}
 
 // Pumps `c` until `done` or 10 s.
 template <class F>
@@ -211,6 +221,9 @@ TEST_CASE("an agent says whether a signal ends the role before it sends it", "[a
   (*fresh)->killAndReap();
   CHECK((*fresh)->exitText() == "killed by SIGKILL");
   CHECK_FALSE(alive(pid));
+  // Released, the leader is reaped: its pid is free again.
+  (*fresh)->release();
+  CHECK(::kill(pid, 0) != 0);
 }
 
 TEST_CASE("an agent whose controller falls silent kills its roles when the lease ends", "[agent]") {
@@ -221,10 +234,95 @@ TEST_CASE("an agent whose controller falls silent kills its roles when the lease
   const std::string err = a.waitExit(5s);
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(a.p->exitCode() == agent::kServedLeaseLost);
-  CHECK(err.find("lease expired (no word from the controller for 300 ms)") != std::string::npos);
+  // (A load that held the agent off the CPU adds how long to the message, and to the wait.)
+  CHECK(err.find("lease expired (no word from the controller for 300 ms") != std::string::npos);
   CHECK(err.find("1 process(es) killed") != std::string::npos);
   CHECK(took >= 250ms);
   CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("an agent frozen together with its controller keeps its lease", "[agent]") {
+  // A machine frozen as a whole (both sides stopped alike, as this project's test VM does for
+  // seconds under load) is no silence of the controller: the agent excuses the time it was held
+  // off the CPU itself, and a quarter of the lease is left when both run again.
+  RawAgent a;
+  const pid_t pid = a.startSleeper(2000);
+  REQUIRE(::kill(a.p->pid(), SIGSTOP) == 0);
+  std::this_thread::sleep_for(3000ms);  // past the lease: the controller was frozen too
+  REQUIRE(::kill(a.p->pid(), SIGCONT) == 0);
+  std::this_thread::sleep_for(100ms);  // the controller runs again, and pings a moment later
+  a.send(agent::Ping{}, 0);
+  a.send(agent::ClockRead{}, 7);
+  const agent::Frame f = a.next<agent::Reply>();
+  CHECK(f.id == 7);
+  CHECK_FALSE(a.p->poll());
+  CHECK(alive(pid));
+  // Real silence still ends the lease, and the message says what was excused.
+  const std::string err = a.waitExit(10s);
+  CHECK(a.p->exitCode() == agent::kServedLeaseLost);
+  CHECK(err.find("lease expired (no word from the controller for 2000 ms; this agent was itself "
+                 "held off the CPU for ") != std::string::npos);
+  CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("an agent refuses to shape when no device is named and none routes to the peers",
+          "[agent][net]") {
+  requireSimNet();
+  auto net = chaos::SimNet::create({"r1", "r2"});
+  REQUIRE(net.ok());
+  RawAgent a((*net)->netns("r1"));
+  a.hello(5000);
+  a.next<agent::HelloReply>();
+  agent::Net bw;
+  bw.op = "bandwidth";
+  bw.rate = "10mbit";
+  bw.peers = {"203.0.113.9"};  // TEST-NET-3: no route from a simulated host
+  a.send(bw, 2);
+  const auto r = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  CHECK(r.code == Code::kInvalidArgument);
+  CHECK(r.why.find("no interface to shape") != std::string::npos);
+  CHECK(r.why.find("hosts.NAME.dev") != std::string::npos);
+  CHECK(outputOf({chaos::whichProgram("tc"), "qdisc", "show", "dev", "eth0"}, (*net)->netns("r1"))
+            .find("tbf") == std::string::npos);
+  a.p->closeStdin();
+  a.waitExit(5s);
+}
+
+TEST_CASE("an agent opens failpoint fifos only in the role's own folder, and only fifos",
+          "[agent]") {
+  RawAgent a;
+  a.startSleeper(60000);
+  a.send(agent::MakeDir{"r"}, 3);
+  const std::string dir = std::get<agent::Reply>(a.next<agent::Reply>().msg).path;
+  REQUIRE(!dir.empty());
+  // A regular file and a link to a fifo elsewhere, both named as fifos in the role's folder.
+  { std::ofstream(dir + "/file.in") << "x"; }
+  const std::string elsewhere = dir + ".elsewhere.in";
+  REQUIRE(::mkfifo(elsewhere.c_str(), 0600) == 0);
+  REQUIRE(::symlink(elsewhere.c_str(), (dir + "/link.in").c_str()) == 0);
+  struct Case {
+    std::string path;
+    Code code;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"/etc/passwd.in", Code::kInvalidArgument, "is not inside a folder this agent made"},
+      {dir + "/../x.in", Code::kInvalidArgument, "is not inside a folder this agent made"},
+      {dir + "/sub/x.in", Code::kInvalidArgument, "is not inside a folder this agent made"},
+      {dir + "/file.in", Code::kInvalidArgument, "is not a fifo"},
+      {dir + "/link.in", Code::kIoError, "Too many levels of symbolic links"},
+  };
+  uint64_t id = 10;
+  for (const Case& c : cases) {
+    a.send(agent::FifoOpen{"r", c.path, 200}, id++);
+    const auto r = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+    INFO(c.path << ": " << r.why);
+    CHECK(r.code == c.code);
+    CHECK(r.why.find(c.says) != std::string::npos);
+  }
+  ::unlink(elsewhere.c_str());
+  a.p->closeStdin();
+  a.waitExit(5s);
 }
 
 TEST_CASE("an agent whose controller is gone cleans up at once", "[agent]") {
@@ -291,6 +389,7 @@ TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
   agent::Net bw;
   bw.op = "bandwidth";
   bw.rate = "10mbit";
+  bw.peers = cut.peers;  // no device named: the one the route to the peers takes (eth0)
   a.send(bw, 3);
   CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kOk);
   const std::string during = outputOf({chaos::whichProgram("iptables"), "-S"}, ns);
@@ -324,6 +423,7 @@ TEST_CASE("an agent refuses to replace a root qdisc someone configured, and leav
   agent::Net bw;
   bw.op = "bandwidth";
   bw.rate = "10mbit";
+  bw.peers = {(*net)->address("q2")};  // eth0, found by the route to the peer
   a.send(bw, 2);
   const auto r = std::get<agent::Reply>(a.next<agent::Reply>().msg);
   CHECK(r.code == Code::kUnavailable);
@@ -332,6 +432,7 @@ TEST_CASE("an agent refuses to replace a root qdisc someone configured, and leav
   agent::Net delay;
   delay.op = "delay";
   delay.delay_ms = 5;
+  delay.peers = bw.peers;
   a.send(delay, 3);
   CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kUnavailable);
   CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=

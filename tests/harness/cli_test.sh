@@ -40,6 +40,30 @@ expect_out "--help" "--backend B"
 expect_out "--help" "--lua-time-budget-ms N"
 expect_out "--help" "\(default: 10000\)"
 expect_out "--help" "--lua-memory-mb N .*\(default: 256\)"
+# Every subcommand answers --help (and -h) with the usage, exit 0, wherever the flag stands.
+for cmd in run validate list report "hosts check" "hosts clean"; do
+  for flag in --help -h; do
+    # shellcheck disable=SC2086
+    expect_rc 0 "$cmd $flag" "$mwchaos" $cmd $flag
+    expect_out "$cmd $flag" "^usage: mwchaos <command>"
+    expect_out "$cmd $flag" "^  ${cmd%% *} "
+  done
+done
+expect_rc 0 "hosts clean in --help" "$mwchaos" --help
+expect_out "hosts clean in --help" "hosts clean --hosts FILE"
+for flag in --help -h; do
+  expect_rc 0 "agent $flag" "$mwchaos" agent $flag
+  expect_out "agent $flag" "^usage: mwchaos agent --stdio \[--dev IF\]"
+  expect_out "agent $flag" "removes what agents that died on this host left"
+done
+expect_rc 0 "mw_worker --help" "$(dirname "$mwchaos")/mw_worker" --help
+expect_out "mw_worker --help" "^usage: mw_worker --config"
+expect_rc 2 "agent by hand" "$mwchaos" agent
+expect_out "agent by hand" "agent: --stdio is required"
+expect_rc 2 "hosts without a subcommand" "$mwchaos" hosts --hosts x.lua
+expect_out "hosts without a subcommand" "hosts check --hosts FILE, or hosts clean --hosts FILE"
+expect_rc 2 "hosts clean without --hosts" "$mwchaos" hosts clean
+expect_out "hosts clean without --hosts" "hosts clean needs --hosts FILE"
 expect_rc 2 "no command" "$mwchaos"
 expect_out "no command" "no command given"
 expect_rc 2 "unknown option" "$mwchaos" run --frobnicate x.lua
@@ -98,7 +122,7 @@ expect_rc 2 "scancel_step with the ssh launcher" "$mwchaos" validate --hosts "$w
 expect_out "scancel_step with the ssh launcher" "^$scancel:18: .*the inventory's launcher is \"ssh\""
 [[ -e $work/never ]] && fail "a refused run wrote $work/never"
 expect_rc 2 "--hosts for report" "$mwchaos" report --hosts "$work/hosts.lua" x.json
-expect_out "--hosts for report" "--hosts is for run, validate and hosts check, not report"
+expect_out "--hosts for report" "--hosts is for run, validate and hosts check/clean, not report"
 expect_rc 2 "hosts check without --hosts" "$mwchaos" hosts check
 expect_out "hosts check without --hosts" "hosts check needs --hosts FILE"
 expect_rc 2 "hosts without check" "$mwchaos" hosts --hosts "$work/hosts.lua"

@@ -191,6 +191,23 @@ TEST_CASE("hosts of the wrong shape are refused at their line", "[harness][inven
                "hosts are for launchers ssh and slurm"});
 }
 
+TEST_CASE("an IPv6 data-plane address is refused, an IPv6 ssh target is not",
+          "[harness][inventory]") {
+  // Network faults are IPv4 firewall rules: a partition between IPv6 addresses would cut nothing.
+  CHECK(errorsOf("return {\n launcher = 'ssh',\n hosts = {\n  h1 = { target = 'n1', address = "
+                 "'fd00::1' },\n  h2 = 'root@[fd00::2]' } }") ==
+        Errors{"F:4: hosts.h1.address: \"fd00::1\" is an IPv6 address: network faults are IPv4 "
+               "firewall rules, and a partition between IPv6 addresses would cut nothing; give "
+               "hosts.h1.address the host's IPv4 address on the data plane",
+               "F:5: hosts.h2.target: \"fd00::2\" is an IPv6 address: network faults are IPv4 "
+               "firewall rules, and a partition between IPv6 addresses would cut nothing; give "
+               "hosts.h2.address the host's IPv4 address on the data plane"});
+  const Inventory inv = load(
+      "return { launcher = 'ssh', hosts = { h1 = { target = 'root@[fd00::1]', address = "
+      "'10.0.0.1' } } }");
+  CHECK(inv.hosts.at(0).address == "10.0.0.1");
+}
+
 TEST_CASE("a launcher's section given to another launcher is refused", "[harness][inventory]") {
   CHECK(errorsOf("return {\n launcher = 'slurm',\n ssh = { user = 'me' } }") ==
         Errors{"F:3: ssh: this section is for launcher ssh, and the launcher is slurm"});

@@ -93,6 +93,7 @@ TEST_CASE("a plan has one agent per scenario host, over ssh with the inventory's
           "[harness][launchers]") {
   Inventory inv = sshInventory();
   inv.lease_ms = 3000;
+  inv.hosts[0].target = "me@localhost";  // a name: resolved, as a number, for the peers
   Scenario s;
   s.roles["a"].host = "h1";
   s.roles["b"].host = "h2";
@@ -108,11 +109,38 @@ TEST_CASE("a plan has one agent per scenario host, over ssh with the inventory's
   CHECK(h2.address == "10.0.0.8");
   CHECK(h2.worker_path == "/opt/mw/bin/mw_worker");
   CHECK(h2.spec.argv == sshArgv(inv, inv.hosts[1]));
-  CHECK(plan->at(0).address == "node7");  // no address given: the target's host
+  CHECK(plan->at(0).address == "127.0.0.1");  // no address given: the target's host, resolved
   const HostLaunch& local = plan->at(2);
   CHECK(local.spec.launcher == "local");
   CHECK(local.spec.argv == Words{"/here/mwchaos", "agent", "--stdio"});
   CHECK(local.worker_path == "/here/mw_worker");
+}
+
+TEST_CASE("a data-plane address is one IPv4 number, and what cannot be one is refused by name",
+          "[harness][launchers]") {
+  auto resolved = [](const std::string& address, const std::string& target) {
+    auto r = dataPlaneAddress("h1", address, target);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  CHECK(resolved("10.1.2.3", "node7") == "10.1.2.3");
+  CHECK(resolved("", "me@127.0.0.1") == "127.0.0.1");
+  CHECK(resolved("", "localhost") == "127.0.0.1");
+  // An IPv6 target is fine when the data plane's address is IPv4.
+  CHECK(resolved("10.1.2.3", "[fe80::1]") == "10.1.2.3");
+  const auto v6 = dataPlaneAddress("h2", "fd00::8", "node8");
+  REQUIRE(!v6.ok());
+  CHECK(v6.status().code() == Code::kInvalidArgument);
+  CHECK(v6.status().message().rfind("hosts.h2.address: \"fd00::8\" is an IPv6 address", 0) == 0);
+  const auto v6_target = dataPlaneAddress("h3", "", "root@[fd00::9]");
+  REQUIRE(!v6_target.ok());
+  CHECK(v6_target.status().message().rfind("hosts.h3.target: \"fd00::9\" is an IPv6", 0) == 0);
+  // An ssh_config alias the peers cannot know: refused, naming the field to give.
+  const auto alias = dataPlaneAddress("h4", "", "gpu-box.invalid");
+  REQUIRE(!alias.ok());
+  CHECK(alias.status().message().find("hosts.h4.target: \"gpu-box.invalid\" resolves to no IPv4 "
+                                      "address") == 0);
+  CHECK(alias.status().message().find("give hosts.h4.address") != std::string::npos);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #    traffic (SrunPortRange, exempt) goes on, so the agents' pipes stay up through it.
 #    scancel_step (hosts_scancel.lua) ends the steps of b's and c's hosts through slurmctld
 #    (Slurm's cancel; --signal=KILL): each ends its role alone, the others run to the end.
+#    scancel_step(b, "USR1") during a partition (hosts_scancel_usr1.lua): b's agent catches it
+#    and cleans its host up; no agent's chain or qdisc is left on any host afterwards.
 # 2. No node is marked down or not responding afterwards, and the job ends COMPLETED.
 #
 # usage: slurm_launcher_test.sh MWCHAOS SOURCE_DIR SCRATCH_DIR
@@ -46,7 +48,7 @@ EOF
 #    Through tests/run_scenario.sh, as every scenario of the suite: an inconclusive throughput
 #    verdict (the machine's noise larger than the margin) is run again twice at most, counted.
 scenarios=("$here/scenarios/hosts_kill.lua" "$src/scenarios/net_partition_heals.lua"
-  "$here/scenarios/hosts_scancel.lua")
+  "$here/scenarios/hosts_scancel.lua" "$here/scenarios/hosts_scancel_usr1.lua")
 rc=0
 timeout -s KILL 300 salloc -N3 -w h1,h2,h3 -J mwchaos-test \
   "$src/tests/run_scenario.sh" "$mwchaos" --hosts "$work/slurm.lua" -o "$work/out" "${scenarios[@]}" \
@@ -57,7 +59,7 @@ run_pid=""
 cat "$work/run.log"
 [[ $rc == 0 ]] || fail "the scenarios through srun: exit $rc, expected 0"
 reports=("$work"/out/*/report.json)
-[[ ${#reports[@]} == 3 && -f ${reports[0]} ]] || fail "expected 3 reports, found: ${reports[*]}"
+[[ ${#reports[@]} == 4 && -f ${reports[0]} ]] || fail "expected 4 reports, found: ${reports[*]}"
 for report in "${reports[@]}"; do
   [[ -f $report ]] || continue
   launchers=$(python3 -c 'import json,sys; print(" ".join(sorted({h["launcher"] for h in json.load(open(sys.argv[1]))["run"]["hosts"]})))' "$report")
@@ -85,6 +87,16 @@ c ($ended_re) True
 leader exited_0 False$"
   [[ $ended =~ $want ]] || fail "scancel_step should end b and c alone, each by scancel of its step: $ended"
 fi
+
+# 1b. SIGUSR1 to b's step during a partition (hosts_scancel_usr1.lua): its agent caught it and
+#     cleaned up; no chain or qdisc of an agent is left on any host.
+for i in 1 2 3; do
+  ns=$(eval echo "\$MWH_H${i}_NETNS")
+  left=$(ip netns exec "$ns" iptables -S 2>/dev/null | grep MWCHAOS)
+  [[ -z $left ]] || fail "h$i after the scenarios: rules of an agent left: $left"
+  left=$(ip netns exec "$ns" tc qdisc show 2>/dev/null | grep -E 'tbf|netem')
+  [[ -z $left ]] || fail "h$i after the scenarios: a qdisc left: $left"
+done
 
 # 2. The partition marked no node down, and the job ended as it should.
 states=$(sinfo -h -N -o '%N %T' 2>&1)
