@@ -107,6 +107,37 @@ def test_a_killed_peer_breaks_its_ddp_alone():
         leader.close()
 
 
+def test_a_world_with_hundreds_of_stalled_futures_holds_no_sibling_world():
+    """World a's peer stops answering with 200 futures of a's pending (receives it never sends);
+    world b's DDP, in the same process, still completes its steps: a's futures are completed by
+    a's own threads (at most 4), never by threads b needs. (A shared pool of 64 threads once
+    completed every world's futures: a's 200 held them all, and b's DDP hung.)"""
+    a = LocalWorld(2, op_timeout=300.0)
+    b = LocalWorld(2)
+    pa = mwtorch.process_group(a.managers[0], a.name)
+    pbs = [mwtorch.process_group(m, b.name) for m in b.managers]
+    try:
+        pending = [pa.recv([torch.empty(4)], 1).get_future() for _ in range(200)]
+        deadline = time.monotonic() + 10
+        while pa._waiters.threads() < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pa._waiters.threads() == 4  # a's own, all held by its stalled receives
+        nets = [ddp_worker.model() for _ in range(2)]
+        done = run_threads([lambda r=r: train_params(pbs[r], r, 20, nets[r]) for r in range(2)],
+                           timeout=60)
+        assert all(torch.equal(x, y) for x, y in zip(done[0], done[1]))
+        assert not any(f.done() for f in pending)
+    finally:
+        for pg in pbs + [pa]:
+            pg.close()
+        a.close()
+        b.close()
+    deadline = time.monotonic() + 30  # a removed: its futures fail, none hangs
+    while not all(f.done() for f in pending) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(f.done() for f in pending)
+
+
 def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     def cycle():
         w = LocalWorld(2)

@@ -35,7 +35,6 @@ of one world are ordered as the runtime orders them (docs/python.md).
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import copy
 import os
 import secrets
@@ -71,23 +70,70 @@ def _reduce_op(op):
                      "(SUM, PRODUCT, MIN and MAX are)")
 
 
-# Completions of the Works whose future was asked for: a pool thread waits for each such
-# operation (the native wait releases the GIL), then completes its torch future. At most 64
-# threads, made as operations need them and kept for the process.
+# Completions of the Works whose future was asked for: a waiter thread waits for each such
+# operation (the native wait releases the GIL), then completes its torch future. Each group has
+# threads of its own, so that one world's stalled operations (its peer paused: hundreds of
+# futures pending) never hold the completion of another world's: a fault stays in its world.
+# Operations of one world complete in the order the runtime runs them, so a few threads serve it;
+# they are daemon threads (an operation that never ends must not hold the interpreter's exit),
+# made as operations need them and ended after _IDLE_S without work.
+_IDLE_S = 30.0
+
+
 class _Waiters:
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._pool = None
+    """The threads that complete one group's futures: at most `most`, each running the
+    submitted completions in order. stop() (the group's close) ends the idle ones at once."""
+
+    def __init__(self, name, most=4):
+        self._name = name
+        self._most = most
+        self._cv = threading.Condition(threading.Lock())
+        self._queue = collections.deque()
+        self._idle = {}  # thread -> True while it waits for work
+        self._stopped = False
 
     def submit(self, fn):
-        with self._lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=64, thread_name_prefix="mw-torch-wait")
-            return self._pool.submit(fn)
+        with self._cv:
+            self._queue.append(fn)
+            if any(self._idle.values()):
+                self._cv.notify()
+            elif len(self._idle) < self._most:
+                t = threading.Thread(target=self._run, name=f"mw-torch-wait-{self._name}",
+                                     daemon=True)
+                self._idle[t] = False
+                t.start()
 
+    def _run(self):
+        me = threading.current_thread()
+        while True:
+            with self._cv:
+                self._idle[me] = True
+                while not self._queue:
+                    if self._stopped or (not self._cv.wait(_IDLE_S) and not self._queue):
+                        del self._idle[me]
+                        return
+                self._idle[me] = False
+                fn = self._queue.popleft()
+            try:
+                fn()  # _Work._complete: hands every error of the operation to its future
+            except BaseException:
+                with self._cv:
+                    del self._idle[me]
+                raise
 
-_waiters = _Waiters()
+    def stop(self):
+        """Ends the threads that wait for work (those completing an operation end after it)."""
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
+            idle = [t for t, waiting in self._idle.items() if waiting]
+        for t in idle:
+            t.join(1.0)
+
+    def threads(self):
+        """How many threads this group has now (for tests)."""
+        with self._cv:
+            return len(self._idle)
 
 
 # Lifetime. torch calls a Work's Python methods from C++ through a pybind trampoline, which finds
@@ -160,9 +206,10 @@ class _Work(_c10d.Work):
     waiting. Completing runs `after` (copies into the caller's tensors) once, before the
     future gets `result`."""
 
-    def __init__(self, native, result, after=None, side=None, keep=()):
+    def __init__(self, native, result, after=None, side=None, keep=(), waiters=None):
         super().__init__()
         self._native = native
+        self._waiters = waiters  # the group's (get_future)
         self._after = after
         self._result = result
         self._lock = threading.Lock()
@@ -298,7 +345,7 @@ class _Work(_c10d.Work):
             start = not self._done and not self._waiter
             self._waiter = True
         if start:
-            _waiters.submit(self._complete)
+            self._waiters.submit(self._complete)
         return self._fut
 
 
@@ -344,6 +391,7 @@ class WorldProcessGroup(dist.ProcessGroup):
         self._size = info.size
         self._owned = None  # register()'s groups: removes their world (weakref.finalize)
         self._side = {}     # CUDA device -> this group's stream for its works' copy-outs
+        self._waiters = _Waiters(world)  # completes this group's futures (get_future)
         self._side_lock = threading.Lock()
 
     def _side_stream(self, device):
@@ -358,7 +406,8 @@ class WorldProcessGroup(dist.ProcessGroup):
         return stream
 
     def _work(self, native, result, after=None, keep=()):
-        return _Work(native, result, after, side=self._side_stream, keep=keep)
+        return _Work(native, result, after, side=self._side_stream, keep=keep,
+                     waiters=self._waiters)
 
     @property
     def world(self):
@@ -370,6 +419,7 @@ class WorldProcessGroup(dist.ProcessGroup):
         (``register()``'s groups); a world given to ``process_group`` stays: remove it with its
         manager. Idempotent. A group not closed lives as long as torch's map: the process."""
         _rank_map().pop(self, None)
+        self._waiters.stop()
         if self._owned is not None:
             self._owned()  # a weakref.finalize: runs once
 
