@@ -128,8 +128,10 @@ if ((with_slurm)); then
     test "${f[1]:-}" = "$(readlink "/proc/$MWH_H1_SLURMD_PID/ns/net")"
   out=$(timeout 60 salloc -N2 srun --overlap -N1 -n1 -u -w h2 hostname 2>/dev/null)
   check "salloc -N2 srun --overlap -w h2 hostname" test "$out" = h2
-  job=$(salloc -N2 --no-shell 2>&1 | grep -o 'allocation [0-9]*' | grep -o '[0-9]*$')
-  check "salloc --no-shell gives a job" test -n "$job"
+  # salloc prints "Pending job allocation N" too when the nodes are still
+  # completing the previous job: take the id of the grant only.
+  job=$(salloc -N2 --no-shell 2>&1 | sed -n 's/.*Granted job allocation \([0-9][0-9]*\).*/\1/p' | tail -1)
+  check "salloc --no-shell gives a job ($job)" test -n "$job"
   srun --jobid="$job" --overlap -N1 -n1 -u -w h1 sleep 8881$$ 2>>"$work/srun.err" & a=$!
   srun --jobid="$job" --overlap -N1 -n1 -u -w h2 sleep 8882$$ 2>>"$work/srun.err" & b=$!
   for _ in $(seq 50); do
@@ -137,6 +139,7 @@ if ((with_slurm)); then
   done
   step=$(squeue -h -s -j "$job" -o '%i %N' | awk '$2 == "h1" { print $1 }')
   check "two steps run ($step on h1)" test -n "$step"
+  [[ -n $step ]] || { echo "srun's errors:"; sed 's/^/  /' "$work/srun.err"; squeue -a -s >&2; }
   # squeue lists a step once slurmctld made it, before slurmd started its
   # task; a signal sent in that window is lost (the first CI run on a 2-core
   # machine saw scancel miss that way). Wait for both tasks to run first.

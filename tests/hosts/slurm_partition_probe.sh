@@ -24,7 +24,7 @@ cleanup() {
   wait 2>/dev/null
 }
 trap cleanup EXIT
-job=$(salloc -N2 --no-shell 2>&1 | grep -o 'allocation [0-9]*' | grep -o '[0-9]*$')
+job=$(salloc -N2 --no-shell 2>&1 | sed -n 's/.*Granted job allocation \([0-9][0-9]*\).*/\1/p' | tail -1)
 srun --jobid="$job" --overlap -N1 -n1 -u -w h1 sleep 10000 2>"$dir/log/probe.h1.err" & a=$!
 srun --jobid="$job" --overlap -N1 -n1 -u -w h2 sleep 10000 2>"$dir/log/probe.h2.err" & b=$!
 sleep 2
