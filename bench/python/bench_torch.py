@@ -118,7 +118,7 @@ def ddp_body(args, manager, world, store, rank):
     """Both ranks: the same schedule of (rep, variant) blocks; rank 0's step times by variant."""
     torch.set_num_threads(args.threads)
     groups = {"world": mwtorch.process_group(manager, world),
-              "gloo": dist.ProcessGroupGloo(store, rank, 2)}
+              "gloo": mwtorch.gloo_group(store, rank, 2)}
     nets = {v: DDP(model(args.width), process_group=g) for v, g in groups.items()}
     opts = {v: torch.optim.SGD(n.parameters(), lr=1e-3) for v, n in nets.items()}
     gen = torch.Generator().manual_seed(rank)

@@ -37,7 +37,7 @@ def test_ddp_on_a_world_matches_ddp_on_gloo_parameter_for_parameter():
     steps = 6
     store = dist.HashStore()
     nets = [ddp_worker.model() for _ in range(2)]
-    gloo = run_threads([lambda r=r: train_params(dist.ProcessGroupGloo(store, r, 2), r, steps,
+    gloo = run_threads([lambda r=r: train_params(mwtorch.gloo_group(store, r, 2), r, steps,
                                                  nets[r]) for r in range(2)])
     w = LocalWorld(2)
     pgs = [mwtorch.process_group(m, w.name) for m in w.managers]
@@ -119,9 +119,9 @@ def test_a_world_with_hundreds_of_stalled_futures_holds_no_sibling_world():
     try:
         pending = [pa.recv([torch.empty(4)], 1).get_future() for _ in range(200)]
         deadline = time.monotonic() + 10
-        while pa._waiters.threads() < 4 and time.monotonic() < deadline:
+        while pa._ops._waiters.threads() < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert pa._waiters.threads() == 4  # a's own, all held by its stalled receives
+        assert pa._ops._waiters.threads() == 4  # a's own, all held by its stalled receives
         nets = [ddp_worker.model() for _ in range(2)]
         done = run_threads([lambda r=r: train_params(pbs[r], r, 20, nets[r]) for r in range(2)],
                            timeout=60)
@@ -154,13 +154,13 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     fds = len(os.listdir("/proc/self/fd"))
     threads = threading.active_count()
     tasks = len(os.listdir("/proc/self/task"))
-    ranks = len(dist.distributed_c10d._pg_group_ranks)
+    ranks = len(mwtorch._rank_map())
     for _ in range(100):
         cycle()
     assert len(os.listdir("/proc/self/fd")) <= fds
     assert threading.active_count() == threads
     assert len(os.listdir("/proc/self/task")) <= tasks
-    assert len(dist.distributed_c10d._pg_group_ranks) == ranks
+    assert len(mwtorch._rank_map()) == ranks
     assert len(mwtorch._live) == 0  # every Work let go
 
 

@@ -60,6 +60,25 @@ def test_all_reduce(groups, op, ref):
         assert torch.equal(got, want)
 
 
+def test_avg_is_a_sum_divided_by_the_size_and_wants_floats(groups):
+    def body(r, pg):
+        t = inp(r, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG, group=pg)
+        out = torch.zeros(2, dtype=torch.float64)
+        dist.reduce_scatter(out, [inp(r, 2, torch.float64) * (j + 1) for j in range(SIZE)],
+                            op=dist.ReduceOp.AVG, group=pg)
+        return t, out
+
+    mean = sum(inp(r, dtype=torch.float64) for r in range(SIZE)) / SIZE
+    for r, (t, out) in enumerate(each(groups, body)):
+        assert torch.allclose(t, mean)
+        assert torch.allclose(out, sum(inp(q, 2, torch.float64) for q in range(SIZE))
+                              * (r + 1) / SIZE)
+    _, pgs = groups
+    with pytest.raises(ValueError, match="AVG needs floating-point"):
+        dist.all_reduce(torch.ones(2, dtype=torch.int64), op=dist.ReduceOp.AVG, group=pgs[0])
+
+
 def test_an_unsupported_reduce_op_is_refused(groups):
     _, pgs = groups
     with pytest.raises(ValueError, match="reduce op .* is not supported"):

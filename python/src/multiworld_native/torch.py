@@ -20,8 +20,12 @@ BrokenWorldError's text (torch's C++ futures carry errors as text), which is als
 ``backward()`` raises when its world breaks.
 
 Ranks: the group's ranks are the world's; ``global_ranks=`` says which global rank each is for
-the ``dist.*`` calls that take global ranks. That map is the one private structure of torch
-this module touches (``_rank_map``), tested by version.
+the ``dist.*`` calls that take global ranks.
+
+torch versions: 1.x and 2.x (docs/python.md, "Versions"). torch's private structures are touched
+in one adapter per generation, ``_torch1.py`` and ``_torch2.py``, and nowhere else. Under 2.x a
+group is named ``multiworld:WORLD`` and is in torch's maps and name registry like its own
+groups: DeviceMesh and the functional collectives find it.
 
 Not supported: ``all_to_all_single`` with split sizes; a receive from any source; reduce ops
 other than SUM, PRODUCT, MIN and MAX. torch 1.13 asks for a default group in
@@ -34,6 +38,7 @@ of one world are ordered as the runtime orders them (docs/python.md).
 
 from __future__ import annotations
 
+import atexit
 import collections
 import copy
 import os
@@ -52,8 +57,14 @@ from .errors import MultiworldError
 
 _c10d = torch._C._distributed_c10d
 
+# The one place that knows torch's private structures, per torch generation.
+if hasattr(_c10d, "Backend") and hasattr(_c10d.ProcessGroup, "_register_backend"):
+    from . import _torch2 as _adapter
+else:
+    from . import _torch1 as _adapter
+
 #: The torch versions this module is tested with (docs/python.md).
-TESTED_TORCH = ("1.13",)
+TESTED_TORCH = ("1.13", "2.15")
 
 _OPS = {}
 
@@ -67,7 +78,7 @@ def _reduce_op(op):
         if op == k:
             return v
     raise ValueError(f"multiworld process group: reduce op {op} is not supported "
-                     "(SUM, PRODUCT, MIN and MAX are)")
+                     "(SUM, PRODUCT, MIN, MAX and AVG are)")
 
 
 # Completions of the Works whose future was asked for: a waiter thread waits for each such
@@ -349,6 +360,30 @@ class _Work(_c10d.Work):
         return self._fut
 
 
+class _AllOf:
+    """Several native operations of one world as one (what _Work completes): done when all are,
+    failed with the first failure in order."""
+
+    def __init__(self, works):
+        self._works = works
+        self.cuda_device = getattr(works[0], "cuda_device", -1) if works else -1
+
+    def wait(self, timeout=None):
+        for w in self._works:
+            w.wait()
+        return True
+
+    def is_completed(self):
+        return all(w.is_completed() for w in self._works)
+
+    def exception(self):
+        for w in self._works:
+            e = w.exception()
+            if e is not None:
+                return e
+        return None
+
+
 _devices = {}
 
 
@@ -369,6 +404,13 @@ def _tensors(value):
     return []
 
 
+def _pairs(outputs, inputs):
+    if len(outputs) != len(inputs):
+        raise ValueError(f"multiworld process group: a coalesced operation needs one output per "
+                         f"input (got {len(outputs)} and {len(inputs)})")
+    return zip(outputs, inputs)
+
+
 def _one(tensors, what):
     if len(tensors) != 1:
         raise ValueError(f"multiworld process group: {what} takes one tensor per rank "
@@ -376,14 +418,11 @@ def _one(tensors, what):
     return tensors[0]
 
 
-class WorldProcessGroup(dist.ProcessGroup):
-    """A ``torch.distributed.ProcessGroup`` backed by one world of a ``WorldManager``."""
+class _WorldOps:
+    """The operations of one world, under the names torch's C++ looks up in Python: a 1.x
+    ``ProcessGroup`` and a 2.x ``Backend`` alike (_torch1.py, _torch2.py). `_attach` sets it up."""
 
-    def __init__(self, manager, world):
-        info = manager.world(world)
-        if info is None:
-            raise ValueError(f"multiworld process group: no world '{world}' in this manager")
-        super().__init__(info.rank, info.size)
+    def _attach(self, manager, world, info):
         self._manager = manager
         self._comm = _core.Communicator(manager)
         self._world = world
@@ -409,29 +448,47 @@ class WorldProcessGroup(dist.ProcessGroup):
         return _Work(native, result, after, side=self._side_stream, keep=keep,
                      waiters=self._waiters)
 
-    @property
-    def world(self):
-        """The world's name."""
-        return self._world
-
-    def close(self):
-        """Forgets the group in torch's rank map, and removes the world when the group made it
-        (``register()``'s groups); a world given to ``process_group`` stays: remove it with its
-        manager. Idempotent. A group not closed lives as long as torch's map: the process."""
-        _rank_map().pop(self, None)
+    def _close_ops(self):
+        """Ends the completion threads and removes the world when this group made it."""
         self._waiters.stop()
         if self._owned is not None:
             self._owned()  # a weakref.finalize: runs once
 
+    def _release(self):
+        """At exit: lets go of the communicator and the manager, which torch's structures would
+        otherwise hold past the native module's end; an operation after it raises."""
+        self._comm = _Exited()
+        self._manager = None
+
     def getBackendName(self):  # noqa: N802 - torch's name
         return "multiworld"
+
+    def _reducing(self, opts, outputs):
+        """(the runtime's op, what runs after it) for `opts.reduceOp` (SUM without opts) into
+        `outputs`: AVG (FSDP2 asks for it) is a sum divided by the world's size afterwards, for
+        floating-point tensors; ValueError for an op the runtime lacks."""
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        if op != dist.ReduceOp.AVG:
+            return _reduce_op(op), None
+        for t in outputs:
+            if not t.is_floating_point():
+                raise ValueError(f"multiworld process group: reduce op AVG needs floating-point "
+                                 f"tensors (got {t.dtype})")
+        size = self._size
+
+        def after():
+            for t in outputs:
+                t.div_(size)
+
+        return "sum", after
 
     # ---- collectives ----
 
     def allreduce(self, tensors, opts=None):
         t = _one(tensors, "allreduce")
-        op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        return self._work(self._comm.all_reduce(self._world, t, op=op, async_op=True), tensors)
+        op, after = self._reducing(opts, [t])
+        return self._work(self._comm.all_reduce(self._world, t, op=op, async_op=True), tensors,
+                          after)
 
     def broadcast(self, tensors, opts=None):
         t = _one(tensors, "broadcast")
@@ -440,9 +497,9 @@ class WorldProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors, opts=None):
         t = _one(tensors, "reduce")
-        return self._work(self._comm.reduce(self._world, t, opts.rootRank,
-                                            op=_reduce_op(opts.reduceOp), async_op=True),
-                          tensors)
+        op, after = self._reducing(opts, [t])
+        return self._work(self._comm.reduce(self._world, t, opts.rootRank, op=op, async_op=True),
+                          tensors, after if self._rank == opts.rootRank else None)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "allgather").contiguous()
@@ -470,14 +527,15 @@ class WorldProcessGroup(dist.ProcessGroup):
             raise ValueError(f"multiworld process group: reduce_scatter needs {self._size} "
                              f"input tensors (got {len(ins)})")
         flat = torch.stack([i.contiguous() for i in ins])
-        return self._work(self._comm.reduce_scatter(self._world, out, flat,
-                                                    op=_reduce_op(opts.reduceOp), async_op=True),
-                          output_tensors, keep=(flat,))
+        op, after = self._reducing(opts, [out])
+        return self._work(self._comm.reduce_scatter(self._world, out, flat, op=op, async_op=True),
+                          output_tensors, after, keep=(flat,))
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 - torch's name
-        return self._work(self._comm.reduce_scatter(self._world, output, input,
-                                                    op=_reduce_op(opts.reduceOp), async_op=True),
-                          [output])
+        op, after = self._reducing(opts, [output])
+        return self._work(self._comm.reduce_scatter(self._world, output, input, op=op,
+                                                    async_op=True),
+                          [output], after)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "gather").contiguous()
@@ -543,27 +601,183 @@ class WorldProcessGroup(dist.ProcessGroup):
         raise MultiworldError("multiworld process group: a receive from any source is not "
                               "supported; name the peer", "unsupported")
 
+    # The coalesced forms (torch 2.x's functional collectives and coalescing managers): one
+    # operation per tensor, in order, under one Work.
+    def allreduce_coalesced(self, tensors, opts=None):
+        op, after = self._reducing(opts, tensors)
+        return self._work(_AllOf([self._comm.all_reduce(self._world, t, op=op, async_op=True)
+                                  for t in tensors]), tensors, after)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self._work(_AllOf([self._comm.all_gather(self._world, o, i, async_op=True)
+                                  for o, i in _pairs(outputs, inputs)]), outputs)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        op, after = self._reducing(opts, outputs)
+        return self._work(_AllOf([self._comm.reduce_scatter(self._world, o, i, op=op,
+                                                            async_op=True)
+                                  for o, i in _pairs(outputs, inputs)]), outputs, after)
+
+    # torch 2.x's names of the single-tensor forms (its C++ looks these up first).
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+    all_to_all_single = alltoall_base
+
+
+# The operations a world's group serves, by the names torch looks up in Python.
+_OP_NAMES = ("allreduce", "allreduce_coalesced", "all_gather_single_coalesced",
+             "reduce_scatter_single_coalesced", "broadcast", "reduce", "allgather", "_allgather_base",
+             "all_gather_single", "reduce_scatter", "_reduce_scatter_base",
+             "reduce_scatter_single", "gather", "scatter", "alltoall", "alltoall_base",
+             "all_to_all_single", "barrier", "send", "recv", "recv_anysource")
+
+
+def _world_info(manager, world):
+    info = manager.world(world)
+    if info is None:
+        raise ValueError(f"multiworld process group: no world '{world}' in this manager")
+    return info
+
+
+_names = collections.Counter()  # world -> groups made for it (their names: _group_name)
+_names_lock = threading.Lock()
+
+
+def _group_name(world):
+    """The torch group name of a new group of `world`: "multiworld:WORLD", then
+    "multiworld:WORLD#2", ... for further groups of the same world in this process (the same on
+    every member that makes its groups in the same order)."""
+    with _names_lock:
+        _names[world] += 1
+        n = _names[world]
+    return f"multiworld:{world}" + (f"#{n}" if n > 1 else "")
+
+
+if _adapter.GENERATION == 1:
+
+    class WorldProcessGroup(_WorldOps, dist.ProcessGroup):
+        """A ``torch.distributed.ProcessGroup`` backed by one world of a ``WorldManager``
+        (torch 1.x: the group runs the operations itself)."""
+
+        def __init__(self, manager, world):
+            info = _world_info(manager, world)
+            dist.ProcessGroup.__init__(self, info.rank, info.size)
+            self._attach(manager, world, info)
+
+        @property
+        def _ops(self):
+            """What runs the operations: the group itself in torch 1.x (no cycle: a property)."""
+            return self
+
+        @property
+        def world(self):
+            """The world's name."""
+            return self._world
+
+        def close(self):
+            """Forgets the group in torch's maps, and removes the world when the group made it
+            (``register()``'s groups); a world given to ``process_group`` stays: remove it with
+            its manager. Idempotent. A group not closed lives as long as torch's maps: the
+            process."""
+            _adapter.forget(self)
+            self._close_ops()
+
+    def _owned_backend(manager, name):
+        return WorldProcessGroup(manager, name)
+
+else:
+
+    class _WorldBackend(_WorldOps, _c10d.Backend):
+        """The torch 2.x ``Backend`` of one world: what a world's group dispatches to."""
+
+        def __init__(self, manager, world, info=None):
+            info = info or _world_info(manager, world)
+            _c10d.Backend.__init__(self, info.rank, info.size)
+            self._attach(manager, world, info)
+
+        @property
+        def options(self):
+            return _c10d.Backend.Options("multiworld")
+
+        def supports_tensor_alloc(self, device):
+            return False
+
+        def shutdown(self):
+            """torch's destroy_process_group: the completion threads end, and the world goes
+            when this backend's group made it."""
+            _kept.discard(self)
+            self._close_ops()
+
+        def abort(self):
+            self.shutdown()
+
+    for _f in _adapter.UNSUPPORTED_FEATURES:
+        setattr(_WorldBackend, _f, False)
+    del _f
+
+    # register()'s backends, held until torch shuts them down: torch holds only their C++ part,
+    # and its calls find the Python methods only while the Python object lives.
+    _kept = set()
+
+    class WorldProcessGroup(dist.ProcessGroup):
+        """A ``torch.distributed.ProcessGroup`` backed by one world of a ``WorldManager``
+        (torch 2.x: a group whose cpu and cuda backend is the world's)."""
+
+        def __init__(self, manager, world):
+            info = _world_info(manager, world)
+            dist.ProcessGroup.__init__(self, info.rank, info.size)
+            self._ops = _WorldBackend(manager, world, info)  # kept: torch calls its methods
+            self._name = _group_name(world)
+
+        def getBackendName(self):  # noqa: N802 - torch's name
+            return "multiworld"
+
+        @property
+        def world(self):
+            """The world's name."""
+            return self._ops._world
+
+        def close(self):
+            """Forgets the group in torch's maps and registry, and ends its threads; a world
+            given to ``process_group`` stays: remove it with its manager. Idempotent. A group
+            not closed lives as long as torch's maps: the process."""
+            _adapter.forget(self)
+            self._ops._close_ops()
+
+    # The group's operations, called from Python (dist.*), run the backend's at once: the caller
+    # gets the backend's own Work, whose is_completed/is_success/exception are its own. (From
+    # C++, torch wraps a Python backend's Work in a holder that forwards wait() and
+    # get_future() only: docs/python.md, "torch versions".)
+    def _delegate(name):
+        def op(self, *args, **kwargs):
+            return getattr(self._ops, name)(*args, **kwargs)
+
+        op.__name__ = name
+        return op
+
+    for _f in _OP_NAMES:
+        setattr(WorldProcessGroup, _f, _delegate(_f))
+    del _f
+
+    def _owned_backend(manager, name):
+        backend = _WorldBackend(manager, name)
+        _kept.add(backend)
+        return backend
+
 
 def _rank_map():
     """torch's map from a group to its {global rank: group rank}, read by ``dist.*`` for
-    ``src=``/``dst=``, ``get_rank(group)`` and ``get_process_group_ranks``: the one private
-    structure of torch this module touches. torch 1.13 keeps it in
-    ``distributed_c10d._pg_group_ranks``; 2.x in ``distributed_c10d._world.pg_group_ranks``."""
-    c10d = dist.distributed_c10d
-    world = getattr(c10d, "_world", None)
-    if world is not None and hasattr(world, "pg_group_ranks"):
-        return world.pg_group_ranks
-    ranks = getattr(c10d, "_pg_group_ranks", None)
-    if not isinstance(ranks, dict):
-        raise MultiworldError(f"torch {torch.__version__}: no group-rank map in "
-                              f"torch.distributed (tested with {', '.join(TESTED_TORCH)})",
-                              "unsupported")
-    return ranks
+    ``src=``/``dst=``, ``get_rank(group)`` and ``get_process_group_ranks`` (the adapter's)."""
+    return _adapter.rank_map()
 
 
-def _register_ranks(pg, global_ranks):
-    """Maps `pg`'s ranks for ``dist.*``: world rank i is global rank ``global_ranks[i]``."""
-    _rank_map()[pg] = {g: r for r, g in enumerate(global_ranks)}
+def gloo_group(store, rank, size, timeout=None):
+    """A c10d Gloo group of `size` ranks over torch store `store`, made without
+    ``init_process_group`` (so several may live in one process, one per thread): the baseline a
+    world is compared with in tests and benchmarks, under either torch. `timeout`: a timedelta
+    (default 60 s)."""
+    import datetime
+    return _adapter.gloo_group(store, rank, size, timeout or datetime.timedelta(seconds=60))
 
 
 def process_group(manager, world, global_ranks=None):
@@ -586,8 +800,38 @@ def process_group(manager, world, global_ranks=None):
         raise ValueError(f"multiworld process group: global_ranks must hold {pg.size()} "
                          f"distinct non-negative ints, one per rank of world '{world}' "
                          f"(got {global_ranks!r})")
-    _register_ranks(pg, global_ranks)
+    _adapter.add_group(pg, pg._ops if pg._ops is not pg else None,
+                       getattr(pg, "_name", None), global_ranks)
+    _groups.add(pg)
     return pg
+
+
+# The groups process_group made, for the exit: torch's maps and (2.x) its C++ registry of group
+# names hold a group for the whole process, and what they hold at exit is never freed: nanobind
+# then reports the group's communicator and manager as leaked. _at_exit lets them go first.
+_groups = weakref.WeakSet()
+
+
+class _Exited:
+    def __getattr__(self, name):
+        raise MultiworldError("multiworld process group: the process is exiting", "closed")
+
+
+def _at_exit():
+    for pg in list(_groups):
+        _adapter.forget(pg)
+        pg._ops._release()
+    if _adapter.GENERATION == 2:
+        for backend in list(_kept):
+            backend.shutdown()
+            backend._release()
+    with _backend_lock:
+        manager, _backend["manager"] = _backend["manager"], None
+    if manager is not None:
+        manager.close()
+
+
+atexit.register(_at_exit)
 
 
 # ---- the "multiworld" backend of init_process_group and new_group ----
@@ -614,7 +858,7 @@ def register(manager=None, addr=None, **world_options):
         _backend["addr"] = addr
         _backend["options"] = dict(world_options)
         if not _backend["registered"]:  # torch refuses a second registration of a name
-            dist.Backend.register_backend("multiworld", _create)
+            _adapter.register_backend("multiworld", _create)
             _backend["registered"] = True
 
 
@@ -646,9 +890,9 @@ def _create(store, rank, size, timeout):
         name, addr, port, token = fields
         manager.initialize_world(name, rank, size, addr=addr, port=int(port), timeout=seconds,
                                  token=token, **options)
-    pg = WorldProcessGroup(manager, name)
-    pg._owned = weakref.finalize(pg, _remove_quietly, manager, name)
-    return pg
+    backend = _owned_backend(manager, name)
+    backend._owned = weakref.finalize(backend, _remove_quietly, manager, name)
+    return backend
 
 
 def _remove_quietly(manager, name):

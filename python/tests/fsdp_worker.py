@@ -1,0 +1,88 @@
+"""One of two processes that train a model with FSDP2 (``fully_shard``) over a DeviceMesh
+(test_torch2.py).
+
+    python fsdp_worker.py RANK INIT_FILE MODE OUT_JSON
+
+MODE: ``gloo`` (the baseline: init_process_group("gloo"), init_device_mesh), ``register``
+(init_process_group("multiworld") after register(), init_device_mesh: the mesh's group is a
+world), or ``from_group`` (a gloo default group, a world joined beside it, and
+DeviceMesh.from_group over the world's process_group). Trains 10 steps from the same weights and
+data in every mode, then writes every full parameter (as lists) to OUT_JSON.
+"""
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+import multiworld_native as mw
+from multiworld_native import torch as mwtorch
+
+STEPS = 10
+
+
+def model():
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+    return net
+
+
+def train(mesh, rank):
+    net = model()
+    fully_shard(net[0], mesh=mesh)
+    fully_shard(net, mesh=mesh)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for step in range(STEPS):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        loss = net(torch.randn(4, 8, generator=g)).pow(2).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return [p.full_tensor().flatten().tolist() for p in net.parameters()]
+
+
+def main():
+    rank, init, mode, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    torch.set_num_threads(1)
+    manager = None
+    if mode == "register":
+        mwtorch.register(heartbeat_timeout=2.0)
+        dist.init_process_group("multiworld", init_method=f"file://{init}", rank=rank,
+                                world_size=2)
+        mesh = init_device_mesh("cpu", (2,))
+        assert dist.get_backend(mesh.get_group()) == "multiworld"
+    else:
+        dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+        if mode == "gloo":
+            mesh = init_device_mesh("cpu", (2,))
+        else:
+            manager = mw.WorldManager()
+            port = [0]
+            if rank == 0:  # hosts the world's store: its port goes to rank 1 over gloo
+                join = manager.initialize_world("fsdp", 0, 2, port=0, timeout=30, async_op=True)
+                port = [manager.store_port("fsdp", 10)]
+            dist.broadcast_object_list(port, src=0)
+            if rank == 0:
+                assert join.wait(30)
+            else:
+                manager.initialize_world("fsdp", 1, 2, port=port[0], timeout=30)
+            pg = mwtorch.process_group(manager, "fsdp")
+            mesh = DeviceMesh.from_group(pg, "cpu")
+            assert mesh.get_group() is pg
+    params = train(mesh, rank)
+    with open(out, "w") as f:
+        json.dump(params, f)
+    dist.destroy_process_group()
+    if manager is not None:
+        manager.close()
+    print(f"ok {rank}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
