@@ -6,11 +6,14 @@
 MODE: ``gloo`` (the baseline: init_process_group("gloo"), init_device_mesh), ``register``
 (init_process_group("multiworld") after register(), init_device_mesh: the mesh's group is a
 world), or ``from_group`` (a gloo default group, a world joined beside it, and
-DeviceMesh.from_group over the world's process_group). Trains 10 steps from the same weights and
+DeviceMesh.from_group over the world's process_group), or ``mesh`` (no default group: a world
+joined through a port file, and multiworld_native.torch.device_mesh over its group). Trains 10 steps from the same weights and
 data in every mode, then writes every full parameter (as lists) to OUT_JSON.
 """
 import json
+import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -50,7 +53,9 @@ def main():
     rank, init, mode, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     torch.set_num_threads(1)
     manager = None
-    if mode == "register":
+    if mode == "mesh":
+        pass
+    elif mode == "register":
         mwtorch.register(heartbeat_timeout=2.0)
         dist.init_process_group("multiworld", init_method=f"file://{init}", rank=rank,
                                 world_size=2)
@@ -74,10 +79,28 @@ def main():
             pg = mwtorch.process_group(manager, "fsdp")
             mesh = DeviceMesh.from_group(pg, "cpu")
             assert mesh.get_group() is pg
+    if mode == "mesh":  # no default group at all: mwtorch.device_mesh
+        manager = mw.WorldManager()
+        port_file = init + ".port"
+        if rank == 0:
+            join = manager.initialize_world("fsdp", 0, 2, port=0, timeout=30, async_op=True)
+            with open(port_file + ".tmp", "w") as f:
+                f.write(str(manager.store_port("fsdp", 10)))
+            os.rename(port_file + ".tmp", port_file)
+            assert join.wait(30)
+        else:
+            while not os.path.exists(port_file):
+                time.sleep(0.01)
+            with open(port_file) as f:
+                manager.initialize_world("fsdp", 1, 2, port=int(f.read()), timeout=30)
+        pg = mwtorch.process_group(manager, "fsdp")
+        mesh = mwtorch.device_mesh(pg, "cpu")
+        assert not dist.is_initialized() and mesh.get_group() is pg
     params = train(mesh, rank)
     with open(out, "w") as f:
         json.dump(params, f)
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.destroy_process_group()
     if manager is not None:
         manager.close()
     print(f"ok {rank}", flush=True)

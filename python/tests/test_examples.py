@@ -120,3 +120,38 @@ def test_pipeline_serving_scenario(tmp_path):
     for world, roles in report["run"]["series"].items():
         for role, s in roles.items():
             assert s["t_s"] == sorted(s["t_s"]), (world, role, s["t_s"][:5])
+
+
+def needs_fsdp2():
+    """FSDP2 (torch.distributed.fsdp.fully_shard) is torch 2.x's; the gate runs these tests
+    under its torch 2.x (build/torch2-env)."""
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except Exception:  # noqa: BLE001 - 1.13 has none; on Python 3.11 its fsdp does not import
+        import torch
+        pytest.skip(f"torch {torch.__version__} has no FSDP2 (fully_shard): torch 2.x runs it")
+
+
+def test_fsdp_two_worlds_example():
+    """FSDP2 over worlds a and b in one process, no default group: b's peer is killed, b's step
+    fails with the BrokenWorldError's text, a trains on, b is re-joined with a restarted peer."""
+    needs_fsdp2()
+    out = run_example("fsdp_two_worlds.py")
+    assert "main: b broke alone (BrokenWorldError: world_broken: world 'b' is broken " \
+           "(peer_died, rank 1)" in out.stdout, out.stdout
+    assert "with no error; b was re-joined and trained" in out.stdout
+
+
+def test_fsdp_two_worlds_scenario(tmp_path):
+    """examples/python/fsdp_two_worlds.lua: b's peer SIGKILLed and restarted; b breaks alone and
+    comes back, a never breaks, and the main process's `steps` (a's) keep their throughput."""
+    needs_fsdp2()
+    out = run_scenario(ROOT / "examples" / "python" / "fsdp_two_worlds.lua", tmp_path)
+    assert "PASS  FSDP2 trains on" in out.stdout
+    report = json.loads((tmp_path / "fsdp_two_worlds" / "report.json").read_text())
+    kept = [e for e in report["expectations"] if "role main's steps keeps" in e["name"]]
+    assert kept and kept[0]["status"] == "pass", report["expectations"]
+    end = report["run"]["duration_s"]
+    breaks = [(e["world"], e["cause"]) for e in report["run"]["events"]
+              if e["kind"] == "broken" and e["role"] == "main" and e["t_s"] < end - 0.5]
+    assert breaks and all(w == "b" for w, _ in breaks), breaks

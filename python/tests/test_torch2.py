@@ -182,7 +182,7 @@ def _fsdp(tmp_path, mode):
     return [json.loads(o.read_text()) for o in outs]
 
 
-@pytest.mark.parametrize("mode", ["register", "from_group"])
+@pytest.mark.parametrize("mode", ["register", "from_group", "mesh"])
 def test_fsdp2_on_a_mesh_of_worlds_matches_fsdp2_on_gloo(tmp_path, mode):
     """FSDP2 (fully_shard) over a DeviceMesh whose group is a world, 10 steps, against the same
     run over c10d Gloo: parameters equal within 1e-6 (a sum of two numbers is the same in either

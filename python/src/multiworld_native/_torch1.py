@@ -43,3 +43,9 @@ def gloo_group(store, rank, size, timeout):
     """A c10d Gloo group made without init_process_group (in 1.x, ``ProcessGroupGloo`` is one):
     the baseline the tests and benchmarks compare a world with."""
     return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+def device_mesh(pg, device_type):
+    """torch 1.x has no DeviceMesh."""
+    import torch
+    raise RuntimeError(f"torch {torch.__version__} has no DeviceMesh (torch 2.x has)")

@@ -92,3 +92,18 @@ def gloo_group(store, rank, size, timeout):
     pg._register_backend(torch.device("cpu"), _C.ProcessGroup.BackendType.GLOO, backend)
     pg._set_default_backend(_C.ProcessGroup.BackendType.GLOO)
     return pg
+
+
+def device_mesh(pg, device_type):
+    """A one-dimensional DeviceMesh over group `pg`, made without a default group (what
+    ``DeviceMesh.from_group`` does, but with this member's global rank given, where from_group
+    asks the default group for it). Private: DeviceMesh's ``_init_backend`` and ``_rank``
+    arguments, its ``_dim_group_names`` and ``_pg_registry``."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    ranks = dist.get_process_group_ranks(pg)
+    mesh = DeviceMesh(device_type, torch.tensor(ranks, dtype=torch.int), _init_backend=False,
+                      _rank=ranks[pg.rank()])
+    mesh._dim_group_names = [pg.group_name]
+    mesh._pg_registry[pg.group_name] = pg
+    return mesh

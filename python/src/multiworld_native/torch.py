@@ -771,6 +771,22 @@ def _rank_map():
     return _adapter.rank_map()
 
 
+def device_mesh(pg, device_type="cpu"):
+    """A one-dimensional ``torch.distributed.device_mesh.DeviceMesh`` over `pg` (a group
+    ``process_group`` made), for FSDP2's ``fully_shard(mesh=...)``, DTensor and the like, with
+    or without a default group (``DeviceMesh.from_group`` asks the default group for this
+    process's rank). The mesh's ranks are the group's global ranks (``global_ranks=``).
+    `device_type`: "cpu" (gloo worlds) or "cuda" (nccl worlds). torch 2.x only: MultiworldError
+    (code ``unsupported``) under 1.x; ValueError when `pg` is not a world's group."""
+    if not isinstance(pg, WorldProcessGroup):
+        raise ValueError(f"multiworld device_mesh: {pg!r} is not a world's group "
+                         "(make one with process_group)")
+    if _adapter.GENERATION < 2:
+        raise MultiworldError(f"multiworld device_mesh: torch {torch.__version__} has no "
+                              "DeviceMesh (torch 2.x has)", "unsupported")
+    return _adapter.device_mesh(pg, device_type)
+
+
 def gloo_group(store, rank, size, timeout=None):
     """A c10d Gloo group of `size` ranks over torch store `store`, made without
     ``init_process_group`` (so several may live in one process, one per thread): the baseline a

@@ -1,0 +1,43 @@
+-- examples/python/fsdp_two_worlds.py under chaos: the main process trains two models with FSDP2,
+-- one over world `a` and one over world `b`, each sharded with a peer process. b's peer is
+-- SIGKILLed and started again: b breaks alone, its step fails with the BrokenWorldError's text,
+-- and the main process re-joins b and trains it with the restarted peer; a trains on, judged on
+-- the main process's own `steps` metric (a's steps). The program knows nothing of the harness.
+-- Needs torch 2.x (FSDP2).
+--
+--   mwchaos run examples/python/fsdp_two_worlds.lua       (python3 with multiworld_native)
+local function role(name, ...)
+  local argv = { "python3", "fsdp_two_worlds.py", name }
+  for _, w in ipairs({ ... }) do
+    local p = "${world." .. w .. "."
+    -- The program joins with the scenario's options: the harness checks that it did.
+    for _, a in ipairs({ "--world", w, p .. "addr}", p .. "port}", p .. "heartbeat_ms}",
+                         p .. "op_timeout_ms}" }) do
+      argv[#argv + 1] = a
+    end
+  end
+  return argv
+end
+scenario {
+  name = "FSDP2 trains on over one world while its process's other world breaks",
+  -- torch and FSDP2 take 2-4 s to import beside two busy loops: the warm-up covers the first
+  -- steps, and the restarted peer is back (imported, joined, first step) within 8 s.
+  duration = "16s",
+  warmup = "4s",
+  worlds = { a = { heartbeat = "2s" }, b = { heartbeat = "1s" } },
+  roles = {
+    main = { worlds = { a = 0, b = 0 }, program = role("main", "a", "b") },
+    peer_a = { worlds = { a = 1 }, program = role("peer", "a") },
+    peer_b = { worlds = { b = 1 }, program = role("peer", "b") },
+  },
+  timeline = {
+    at("6s", kill("peer_b")),
+    at("7s", restart("peer_b")),
+  },
+  expect = {
+    broken = { "b" },
+    detected_within = { b = "1s" },
+    replacement_within = "8s",
+    throughput = { throughput_kept { metric = "steps", role = "main", ratio = 0.5 } },
+  },
+}
