@@ -37,10 +37,19 @@ def _tag(name):
     return f"ptd:{name}"
 
 
+_NEEDED = ("_is_process_group_registered", "_register_process_group",
+           "_unregister_process_group")
+
+
 def add_group(pg, backend, name, global_ranks):
     """Makes `pg` a group like torch's own: `backend` serves its cpu and cuda tensors, its name is
     `name` (unique in the process: RuntimeError otherwise), world rank i is global rank
-    ``global_ranks[i]``."""
+    ``global_ranks[i]``. RuntimeError naming the torch when it lacks what this needs."""
+    missing = [f for f in _NEEDED if not hasattr(_C, f)]
+    if missing or not hasattr(dist.distributed_c10d, "_world"):
+        raise RuntimeError(f"torch {torch.__version__}: its torch.distributed lacks "
+                           f"{', '.join(missing) or '_world'}, which the torch 2.x adapter of "
+                           "multiworld_native uses (tested with 2.15: docs/python.md)")
     if _C._is_process_group_registered(name):
         raise RuntimeError(f"a process group named '{name}' exists already in this process")
     for d in _DEVICES:

@@ -90,6 +90,13 @@ def _reduce_op(op):
 # made as operations need them and ended after _IDLE_S without work.
 _IDLE_S = 30.0
 
+# Set when the interpreter begins to exit (_at_exit): from then on no thread of this module runs
+# torch code (completing a future runs torch's callbacks, and a daemon thread still inside torch
+# when the interpreter finalizes aborts the process: "terminate called without an active
+# exception"). The futures still pending then are never completed: the process is ending.
+_exiting = threading.Event()
+_all_waiters = weakref.WeakSet()
+
 
 class _Waiters:
     """The threads that complete one group's futures: at most `most`, each running the
@@ -102,6 +109,7 @@ class _Waiters:
         self._queue = collections.deque()
         self._idle = {}  # thread -> True while it waits for work
         self._stopped = False
+        _all_waiters.add(self)
 
     def submit(self, fn):
         with self._cv:
@@ -119,8 +127,9 @@ class _Waiters:
         while True:
             with self._cv:
                 self._idle[me] = True
-                while not self._queue:
-                    if self._stopped or (not self._cv.wait(_IDLE_S) and not self._queue):
+                while not self._queue or _exiting.is_set():
+                    if (self._stopped or _exiting.is_set()
+                            or (not self._cv.wait(_IDLE_S) and not self._queue)):
                         del self._idle[me]
                         return
                 self._idle[me] = False
@@ -140,6 +149,18 @@ class _Waiters:
             idle = [t for t, waiting in self._idle.items() if waiting]
         for t in idle:
             t.join(1.0)
+
+    def end(self, seconds):
+        """At exit: drops what was not started and waits up to `seconds` for every thread to
+        end (one inside a native wait ends when that wait returns)."""
+        with self._cv:
+            self._stopped = True
+            self._queue.clear()
+            self._cv.notify_all()
+            threads = list(self._idle)
+        deadline = time.monotonic() + seconds
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def threads(self):
         """How many threads this group has now (for tests)."""
@@ -280,7 +301,7 @@ class _Work(_c10d.Work):
         except BaseException as e:  # noqa: BLE001 - handed to the future
             error = e
         with self._lock:
-            if self._done:
+            if self._done or _exiting.is_set():
                 return
             if error is None and self._after is not None:
                 try:
@@ -834,17 +855,40 @@ class _Exited:
 
 
 def _at_exit():
+    """Before the interpreter finalizes: no future is completed any more (torch code in a
+    daemon thread then aborts the process), the worlds behind the groups are removed (as their
+    managers' close() does: the process is ending) so that every completion thread's native
+    wait returns and the thread ends, and the groups, their pending operations and their
+    managers are let go of torch's structures (nanobind then reports nothing leaked)."""
+    _exiting.set()
+    ops = [pg._ops for pg in list(_groups)]
+    if _adapter.GENERATION == 2:
+        ops += list(_kept)
+    with _backend_lock:
+        default, _backend["manager"] = _backend["manager"], None
+    managers = {id(o._manager): o._manager for o in ops if o._manager is not None}
+    if default is not None:
+        managers[id(default)] = default
+    with _live._lock:
+        works = list(_live._works.values())
+        _live._works.clear()
+        _live._unclaimed.clear()
+    for m in managers.values():
+        try:
+            m.close()
+        except (MultiworldError, RuntimeError):
+            pass
+    for waiters in list(_all_waiters):
+        waiters.end(2.0)
+    for w in works:
+        w._native = w._after = None
     for pg in list(_groups):
         _adapter.forget(pg)
-        pg._ops._release()
     if _adapter.GENERATION == 2:
         for backend in list(_kept):
             backend.shutdown()
-            backend._release()
-    with _backend_lock:
-        manager, _backend["manager"] = _backend["manager"], None
-    if manager is not None:
-        manager.close()
+    for o in ops:
+        o._release()
 
 
 atexit.register(_at_exit)
