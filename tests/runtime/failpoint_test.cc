@@ -1,10 +1,13 @@
 // Failpoints (libfiu): an injected error takes the path a real one would and breaks exactly the
 // targeted world. Built only when the runtime has failpoints (MW_WITH_FIU). Every test case runs
 // in its own process (catch_discover_tests), so enabled points never leak between cases.
+#include "base/failpoint.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
@@ -234,14 +237,9 @@ TEST_CASE("sends failing with probability 0.1 break that world, no other", "[fai
 
 namespace {
 
-// One command line into libfiu's control fifo `in`, and its reply line ("0\n" is success), as the
-// harness does it.
-std::string fifoCommand(const std::string& in, const std::string& line) {
-  const std::string out_path = in.substr(0, in.size() - 3) + ".out";
-  int wfd = ::open(in.c_str(), O_WRONLY);
-  REQUIRE(wfd >= 0);
-  int rfd = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK);
-  REQUIRE(rfd >= 0);
+// Writes one command line to `wfd` and returns the reply line read from `rfd` (non-blocking)
+// within 2 s: "0\n" is success, "" no reply in time.
+std::string commandOn(int wfd, int rfd, const std::string& line) {
   REQUIRE(::write(wfd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
   std::string reply;
   auto until = mw::deadlineIn(scaled(2000));
@@ -252,6 +250,18 @@ std::string fifoCommand(const std::string& in, const std::string& line) {
     ssize_t n = ::read(rfd, buf, sizeof(buf));
     if (n > 0) reply.append(buf, static_cast<size_t>(n));
   }
+  return reply;
+}
+
+// One command line into libfiu's control fifo `in`, and its reply line ("0\n" is success), as the
+// harness does it.
+std::string fifoCommand(const std::string& in, const std::string& line) {
+  const std::string out_path = in.substr(0, in.size() - 3) + ".out";
+  int wfd = ::open(in.c_str(), O_WRONLY);
+  REQUIRE(wfd >= 0);
+  int rfd = ::open(out_path.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rfd >= 0);
+  std::string reply = commandOn(wfd, rfd, line);
   ::close(wfd);
   ::close(rfd);
   return reply;
@@ -279,6 +289,53 @@ TEST_CASE("points are switched through libfiu's control fifo while the process r
   CHECK(info.detail.find("mw/gloo/send/fp_fifo") != std::string::npos);
   CHECK(command("bogus command\n") == "-1\n");
   requireHealthy(b);
+  ::unlink(in->c_str());
+  ::unlink(out_path.c_str());
+  ::rmdir(dir);
+}
+
+// libfiu guards its table with a reader-preferring rwlock: every check takes it to read, and an
+// enable command waits to write until no check holds it. Checks that overlap without pause (a
+// busy worker on a loaded machine) once kept a scenario's delay command waiting 2.6 s, until
+// the traffic stopped. The runtime's checks now yield to a command (a writer-preferring gate
+// taken by both), so a command is applied at once however busy the checks are.
+TEST_CASE("a control command is applied at once while threads check failpoints nonstop",
+          "[failpoint]") {
+  char dir[] = "/tmp/mw-fp-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string prefix = std::string(dir) + "/ctl";
+  auto in = mw::failpoints::openControl(prefix);
+  REQUIRE(in.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<long> checks{0};
+  std::vector<std::thread> hammers;
+  for (int i = 0; i < 6; ++i) {
+    hammers.emplace_back([&, i] {
+      mw::detail::FailPoint fp("mw/test/hammer", std::to_string(i));
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int k = 0; k < 64; ++k) (void)fp.check();
+        checks.fetch_add(64, std::memory_order_relaxed);
+      }
+    });
+  }
+  while (checks.load() < 100000) std::this_thread::yield();
+  // One session for the five commands, as the harness keeps its fifos open for a whole run.
+  const std::string out_name = in->substr(0, in->size() - 3) + ".out";
+  int wfd = ::open(in->c_str(), O_WRONLY);
+  REQUIRE(wfd >= 0);
+  int rfd = ::open(out_name.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rfd >= 0);
+  std::vector<std::string> replies;
+  for (int i = 0; i < 5; ++i) {
+    replies.push_back(
+        commandOn(wfd, rfd, "enable name=mw/test/other" + std::to_string(i) + ",failnum=1\n"));
+  }
+  ::close(wfd);
+  ::close(rfd);
+  stop = true;
+  for (auto& t : hammers) t.join();
+  for (const auto& r : replies) CHECK(r == "0\n");  // "": no reply within 2 s (starved)
+  std::string out_path = prefix + "-" + std::to_string(::getpid()) + ".out";
   ::unlink(in->c_str());
   ::unlink(out_path.c_str());
   ::rmdir(dir);

@@ -41,9 +41,12 @@ Status disable(const std::string& name);
 Status seed(uint32_t value);
 
 // Opens libfiu's remote control for this process: fifos "<prefix>-<pid>.in" and ".out", served
-// by a libfiu thread, taking one command per line ("enable name=N,failnum=F[,failinfo=I]
-// [,onetime]", "enable_random name=N,probability=P,...", "disable name=N") and answering each
-// with its result code on ".out", "0" for success, "-1" for a failure). Returns the ".in" path.
+// by a thread of the runtime speaking libfiu's protocol (libfiu's own thread would wait for the
+// points' lock behind checks that keep overlapping: seconds on a loaded machine; this one is
+// never put off by the runtime's checks), taking one command per line
+// ("enable name=N,failnum=F[,failinfo=I][,onetime]", "enable_random name=N,probability=P,...",
+// "disable name=N") and answering each with its result code on ".out", "0" for success, "-1"
+// for a failure). Returns the ".in" path.
 // A controller opens ".in" for writing and then ".out" for reading, and may keep both open for
 // many commands. SIGPIPE is ignored from then on (a controller that vanished must not kill the
 // process). The fifos are removed when the process exits normally (a killed process leaves them:

@@ -42,21 +42,33 @@ class FailPoint {
   FailPoint(std::string_view family, std::string_view scope);
 
   // The injection when the point is enabled and fires now (once, with its probability, ...);
-  // nullopt otherwise, and always in a build without failpoints.
+  // nullopt otherwise, and always in a build without failpoints. Yields to a control command
+  // waiting to change the points (failPointGate): a command is never starved by checks.
   std::optional<Injection> check() const {
 #if MW_CONFIG_WITH_FIU
-    if (!name_.empty()) {
-      if (int n = fiu_fail(name_.c_str()); n != 0) {
-        return Injection{n, reinterpret_cast<uintptr_t>(fiu_failinfo()), name_};
-      }
-    }
+    if (!name_.empty()) return checkEnabled();
 #endif
     return std::nullopt;
   }
   const std::string& name() const { return name_; }
 
  private:
+  std::optional<Injection> checkEnabled() const;
   std::string name_;
+};
+
+// libfiu guards its points with a reader-preferring rwlock: every check reads under it, and a
+// command that enables or disables a point waits to write until no check holds it, which checks
+// that keep overlapping (busy threads on a loaded machine) can put off for seconds. So every
+// check of the runtime and every change of the points (failpoints::enable/disable, the control
+// fifo's commands) also goes through this writer-preferring gate: once a change waits, new
+// checks wait behind it. Nothing else takes it; it is never held across a call into the runtime.
+class FailPointGate {
+ public:
+  static void lockShared();
+  static void unlockShared();
+  static void lock();
+  static void unlock();
 };
 
 // Initializes libfiu once per process (its tables exist only after fiu_init); a no-op without
