@@ -2,7 +2,7 @@
 # flake_hunt.sh: measures the failure rate of the gate's tests by running them many times beside
 # a load, each test once per run, never retried. docs/testing.md records what it measured.
 #
-#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing] [--sanitizers]
+#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing|torch2] [--sanitizers]
 #                       [--build DIR] [--venv DIR] [--out DIR]
 #   tests/flake_hunt.sh --table
 #
@@ -18,6 +18,9 @@
 #     [lateness], [starvation], [telemetry] and [store] (each its own ctest, as in the gate);
 #   - the Python package's scenario and fault tests (test_examples.py's pipeline scenario,
 #     test_fault.py, test_exit.py), when --venv has the package.
+# --set torch2: the Python tests of torch 2.x's features (issue 36) under build/torch2-env:
+#   test_torch2.py (groups, functional collectives, FSDP2 on meshes of worlds), test_exit.py, the
+#   FSDP2 example and its scenario, bench_torch.py's fsdp part; and test_exit.py under --venv.
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
 # that fills and fsyncs a 256 MiB file over and over; none = nothing added.
 # Every run appends one line per test to OUT/results.tsv (run, load, test, status, reruns,
@@ -42,13 +45,13 @@ while (($#)); do
     --set) set=$2; shift 2 ;;
     --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
-case $set in gate|timing) ;; *) echo "flake_hunt.sh: --set is gate or timing, got '$set'" >&2; exit 2 ;; esac
+case $set in gate|timing|torch2) ;; *) echo "flake_hunt.sh: --set is gate, timing or torch2, got '$set'" >&2; exit 2 ;; esac
 mkdir -p "$out/failures" "$out/junit"
 results="$out/results.tsv"
 [ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\n' >"$results"
@@ -186,6 +189,12 @@ for ((i = first; i < first + runs; i++)); do
          TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/.ci/tsan.supp"
        ctest_run "$i" tsan "$here/build/tsan" -L runtime) || failed=1
     fi
+  elif [ "$set" = torch2 ]; then
+    pytest_run "$i" python-torch2 "$torch2" tests/test_torch2.py tests/test_exit.py \
+      tests/test_examples.py::test_fsdp_two_worlds_example \
+      tests/test_examples.py::test_fsdp_two_worlds_scenario \
+      tests/test_bench.py::test_bench_torch_runs_its_fsdp_part
+    pytest_run "$i" python "$venv" tests/test_exit.py
   else
     ctest_run "$i" labels "$build" -L 'scenario|example|harness'
     [ -z "$regex" ] || ctest_run "$i" runtime "$build" -R "$regex"
