@@ -152,9 +152,6 @@ struct CompleterState {
   bool stop MW_GUARDED_BY(mu) = false;
   bool exited MW_GUARDED_BY(mu) = false;
   cudaEvent_t blocked_on MW_GUARDED_BY(mu) = nullptr;  // in cudaEventSynchronize on it
-  // Set by the backend that left the completer behind blocked on `blocked_on`: the completer
-  // destroys that event once its wait returns (nothing else may, while it waits on it).
-  bool owns_blocked_on MW_GUARDED_BY(mu) = false;
 };
 
 class NcclBackend final : public Backend,

@@ -219,11 +219,6 @@ bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const In
   api_.cudaEventSynchronize(front.done);
   MutexLock lock(st->mu);
   st->blocked_on = nullptr;
-  if (st->owns_blocked_on) {
-    // Left behind: the backend may be gone, so the process-wide API, not its reference.
-    st->owns_blocked_on = false;
-    ncclApi().cudaEventDestroy(front.done);
-  }
   if (st->stop) return false;
   // Longer than expected and seen late (the interrupt's delay on top).
   if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began, false, true);
@@ -442,8 +437,7 @@ void NcclBackend::drain() {
   inflight.clear();
   api_.cudaGetLastError();
   // The completer ends at once unless it waits in cudaEventSynchronize for an event the GPU has
-  // not passed: then it is left behind with that event, which is never destroyed under it: the
-  // completer destroys it once the GPU passes it.
+  // not passed: then it is left behind with that event, which is never destroyed under it.
   cudaEvent_t keep = nullptr;
   {
     MutexLock lock(completer_state_->mu);
@@ -454,10 +448,7 @@ void NcclBackend::drain() {
       const bool ended = completer_state_->cv.wait_for(
           lock.native(), gpu_done ? kDrainLimit : 10ms,
           [&]() MW_REQUIRES(completer_state_->mu) { return completer_state_->exited; });
-      if (!ended) {
-        keep = completer_state_->blocked_on;  // destroyed by the completer when its wait ends
-        completer_state_->owns_blocked_on = true;
-      }
+      if (!ended) keep = completer_state_->blocked_on;
     }
   }
   if (keep == nullptr) {
