@@ -73,6 +73,19 @@ def test_exit_with_a_thread_inside_a_call(tmp_path, call, how, status):
 # torch programs that end without destroying their groups: torch's maps (and, in torch 2.x, its
 # C++ registry of group names) hold the groups for the whole process; nothing of the runtime may
 # be reported leaked by nanobind at exit, nor the exit status change.
+PENDING = """
+    import torch
+    import multiworld_native as mw
+    from multiworld_native import torch as mwtorch
+    ms = [mw.WorldManager() for _ in range(2)]
+    j = ms[0].initialize_world("w", 0, 2, port=0, timeout=30, async_op=True)
+    ms[1].initialize_world("w", 1, 2, port=ms[0].store_port("w", 10), timeout=30)
+    assert j.wait(30)
+    pg = mwtorch.process_group(ms[0], "w")
+    futs = [pg.recv([torch.empty(4)], 1).get_future() for _ in range(200)]
+    {end}
+    print("exiting", flush=True)
+"""
 TORCH_PROGRAMS = {
     "process_group": """
         import torch, torch.distributed as dist
@@ -90,31 +103,8 @@ TORCH_PROGRAMS = {
     # 200 receives nobody answers, their futures taken (the completion threads wait in them);
     # the manager closed just before the exit (the futures fail while the interpreter ends:
     # this aborted the process, "terminate called without an active exception"), or kept.
-    "pending_closed": """
-        import torch
-        import multiworld_native as mw
-        from multiworld_native import torch as mwtorch
-        ms = [mw.WorldManager() for _ in range(2)]
-        j = ms[0].initialize_world("w", 0, 2, port=0, timeout=30, async_op=True)
-        ms[1].initialize_world("w", 1, 2, port=ms[0].store_port("w", 10), timeout=30)
-        assert j.wait(30)
-        pg = mwtorch.process_group(ms[0], "w")
-        futs = [pg.recv([torch.empty(4)], 1).get_future() for _ in range(200)]
-        ms[0].close()
-        print("exiting", flush=True)
-    """,
-    "pending_kept": """
-        import torch
-        import multiworld_native as mw
-        from multiworld_native import torch as mwtorch
-        ms = [mw.WorldManager() for _ in range(2)]
-        j = ms[0].initialize_world("w", 0, 2, port=0, timeout=30, async_op=True)
-        ms[1].initialize_world("w", 1, 2, port=ms[0].store_port("w", 10), timeout=30)
-        assert j.wait(30)
-        pg = mwtorch.process_group(ms[0], "w")
-        futs = [pg.recv([torch.empty(4)], 1).get_future() for _ in range(200)]
-        print("exiting", flush=True)
-    """,
+    "pending_closed": PENDING.format(end="ms[0].close()"),
+    "pending_kept": PENDING.format(end="pass"),
     "register": """
         import sys, torch, torch.distributed as dist
         from multiworld_native import torch as mwtorch
