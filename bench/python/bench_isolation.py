@@ -55,6 +55,11 @@ def model():
 def train(pg, stamps, stop):
     """DDP over `pg` until `stop`; appends each step's end time to `stamps`. Returns the error
     that ended it, or None."""
+    # torch's thread count is the calling thread's own under torch 2.x's OpenMP builds: a thread
+    # that does not set it runs its matrix products on a team as wide as the machine, whose
+    # spinning worker took b's CPU after a's fault on a busy machine (b's rate 0.52 and 0.74 of
+    # before; with the count set here 1.24 and 1.40: docs/python.md, "Training in threads").
+    torch.set_num_threads(1)
     ddp = DDP(model(), process_group=pg)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(pg.rank())

@@ -110,6 +110,7 @@ class Seen:
 
 def run_world(manager, world, rank, stop, seen, metrics=()):
     """Trains over `world` (rank `rank`) until `stop`, re-joining it after each break."""
+    torch.set_num_threads(1)  # per thread under torch 2.x (docs/python.md, "Training in threads")
     def on_step():
         seen.steps += 1
         for m in metrics:
