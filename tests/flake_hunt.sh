@@ -10,7 +10,7 @@
 #   plain build: the whole ctest suite but quarantine (scenarios, examples, harness, hosts,
 #   runtime, model, reports, docs, bench, ...), then the Python package's whole pytest suite
 #   (--venv) under each torch the gate runs it with (--venv, and build/torch2-env when it holds
-#   the package). With --sanitizers, also the gate's ASan+UBSan build's ctest run (build/fuzz) and
+#   the package), and tests/wheel_check.sh in build/torch2-env (root). With --sanitizers, also the gate's ASan+UBSan build's ctest run (build/fuzz) and
 #   its TSan build's (build/tsan), as the gate runs them, where those builds exist.
 # --set timing: the timing-sensitive part only (what earlier hunts ran):
 #   - ctest labels scenario, example and harness;
@@ -19,8 +19,10 @@
 #   - the Python package's scenario and fault tests (test_examples.py's pipeline scenario,
 #     test_fault.py, test_exit.py), when --venv has the package.
 # --set torch2: the Python tests of torch 2.x's features (issue 36) under build/torch2-env:
-#   test_torch2.py (groups, functional collectives, FSDP2 on meshes of worlds), test_exit.py, the
-#   FSDP2 example and its scenario, bench_torch.py's fsdp part; and test_exit.py under --venv.
+#   test_torch2.py (groups, functional collectives, FSDP2 on meshes of worlds), test_exit.py,
+#   test_torch_ddp.py (DDP, a killed peer, the stalled-futures starvation case), the FSDP2
+#   example and its scenario, bench_torch.py's fsdp part; test_exit.py under --venv; and
+#   tests/wheel_check.sh in build/torch2-env (root).
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
 # that fills and fsyncs a 256 MiB file over and over; none = nothing added.
 # Every run appends one line per test to OUT/results.tsv (run, load, test, status, reruns,
@@ -45,7 +47,7 @@ while (($#)); do
     --set) set=$2; shift 2 ;;
     --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -154,6 +156,30 @@ pytest_run() {
   return "$rc"
 }
 
+# cmd_run RUN NAME CMD...: a command that is one test of the gate (exit 0: passed), recorded as
+# NAME; its output is kept in failures/ when it fails.
+cmd_run() {
+  local i=$1 name=$2 rc=0 t0=$SECONDS status=passed
+  shift 2
+  "$@" >"$out/run$i-$name.log" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    status=failed
+    cp "$out/run$i-$name.log" "$out/failures/run$i-$name.txt"
+    failed=1
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$load" "$name" "$status" \
+    "$(grep -c '^RERUN ' "$out/run$i-$name.log")" "$((SECONDS - t0))" >>"$results"
+  echo "   $name: $status (exit $rc)"
+  return "$rc"
+}
+
+# wheel_check_run RUN: tests/wheel_check.sh in the torch 2.x venv, where the gate runs it (root
+# only, and only where that venv holds the package).
+wheel_check_run() {
+  [ "$(id -u)" = 0 ] && "$torch2/bin/python" -c 'import multiworld_native' 2>/dev/null || return 0
+  cmd_run "$1" wheel_check "$here/tests/wheel_check.sh" "$torch2"
+}
+
 # ctest_run RUN TAG DIR ARGS...: ctest in DIR, recorded as TAG.
 ctest_run() {
   local i=$1 tag=$2 dir=$3
@@ -180,6 +206,7 @@ for ((i = first; i < first + runs; i++)); do
     ctest_run "$i" plain "$build" -j 1 -LE '^quarantine$'
     pytest_run "$i" python "$venv" tests
     [ "$torch2" = "$venv" ] || pytest_run "$i" python-torch2 "$torch2" tests
+    wheel_check_run "$i"
     if ((sanitizers)); then
       (export MW_TEST_TIME_SCALE=3 ASAN_OPTIONS=detect_leaks=1 \
          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -191,10 +218,12 @@ for ((i = first; i < first + runs; i++)); do
     fi
   elif [ "$set" = torch2 ]; then
     pytest_run "$i" python-torch2 "$torch2" tests/test_torch2.py tests/test_exit.py \
+      tests/test_torch_ddp.py \
       tests/test_examples.py::test_fsdp_two_worlds_example \
       tests/test_examples.py::test_fsdp_two_worlds_scenario \
       tests/test_bench.py::test_bench_torch_runs_its_fsdp_part
     pytest_run "$i" python "$venv" tests/test_exit.py
+    wheel_check_run "$i"
   else
     ctest_run "$i" labels "$build" -L 'scenario|example|harness'
     [ -z "$regex" ] || ctest_run "$i" runtime "$build" -R "$regex"
