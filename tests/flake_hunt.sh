@@ -208,7 +208,7 @@ for ((i = first; i < first + runs; i++)); do
     [ "$torch2" = "$venv" ] || pytest_run "$i" python-torch2 "$torch2" tests
     wheel_check_run "$i"
     if ((sanitizers)); then
-      (export MW_TEST_TIME_SCALE=3 ASAN_OPTIONS=detect_leaks=1 \
+      (export MW_TEST_TIME_SCALE=3 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$here/.ci/lsan.supp \
          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
        ctest_run "$i" asan "$here/build/fuzz" -L 'runtime|model|agent|reports|harness|fuzz' \
          -E '^harness[.]cli$') || failed=1
