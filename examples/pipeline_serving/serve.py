@@ -104,6 +104,8 @@ def frontend(worlds, stop):
         served += 1
         mw.report_metric("requests")
     manager.close()  # ends the joins in progress too
+    for t in joiners.values():  # which let go of the manager before the interpreter exits
+        t.join(5)
     print(f"serve.py: the front end served {served} requests", file=sys.stderr)
     return 0
 
@@ -138,18 +140,21 @@ def main(argv):
     worlds = [(n, addr, int(port), int(hb), int(op)) for n, addr, port, hb, op in a.world]
     if a.role == "stage" and len(worlds) != 1:
         p.error("a stage replica is in one world")
+    # One intra-op thread: these tensors are small, and under torch 2.x the idle threads of a
+    # bigger OpenMP team spin between calls, taking the CPU a restarted replica needs to import
+    # torch (it never re-joined within 7 s beside two busy loops).
+    torch.set_num_threads(1)
     stop = threading.Event()
 
     def on_signal(signum, frame):
+        # Only a flag, never an exception: every blocking call here is bounded (a join's 2 s, a
+        # peer that leaves breaks the world's pending operations), and an exception would skip
+        # the manager's close, leaving a joining thread to hold it past the interpreter's exit.
         stop.set()
-        raise KeyboardInterrupt  # ends a blocking call of the main thread at once
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
-        return frontend(worlds, stop) if a.role == "frontend" else stage(worlds[0], stop)
-    except KeyboardInterrupt:
-        return 0
+    return frontend(worlds, stop) if a.role == "frontend" else stage(worlds[0], stop)
 
 
 if __name__ == "__main__":

@@ -65,8 +65,22 @@ def join(manager, world, rank, stop):
     return False
 
 
+def before_joining_to_train():
+    """What DDP loads on its first use, loaded before this process joins a world: torch 2.x's DDP
+    imports torch._dynamo when it is first built (1.7 s on a quiet two-core machine, over 5 s
+    beside two busy loops), and a member that joined but cannot step yet holds its peers up."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:  # torch 1.x has none
+        pass
+
+
 def train(manager, world, rank, stop):
     """Trains with DDP over `world` until `stop`; returns the number of steps."""
+    # One intra-op thread per training or serving thread: these tensors are small, and torch
+    # 2.x gives each new thread an OpenMP team of its own that spins between calls
+    # (docs/python.md, "Training in threads").
+    torch.set_num_threads(1)
     net = model()
     ddp = DDP(net, process_group=mwtorch.process_group(manager, world))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
@@ -94,6 +108,7 @@ class Served:
 
 def serve(manager, world, stop, seen):
     """Answers the client's requests over `world`, re-creating it after each break."""
+    torch.set_num_threads(1)
     comm = mw.Communicator(manager)
     net = model()
     request = torch.empty(BATCH, FEATURES)
@@ -122,6 +137,7 @@ def serve(manager, world, stop, seen):
 
 def client(world, stop):
     """Sends requests to the main process over `world` and checks the answers."""
+    torch.set_num_threads(1)
     manager = mw.WorldManager()
     comm = mw.Communicator(manager)
     net = model()
@@ -147,25 +163,34 @@ def client(world, stop):
 
 
 def main_role(train_world, serve_world, stop):
+    before_joining_to_train()
     manager = mw.WorldManager()
-    if not join(manager, train_world, 0, stop):
-        return 0
     server = threading.Thread(target=serve, args=(manager, serve_world, stop, Served()),
                               daemon=True)
-    server.start()
     try:
-        steps = train(manager, train_world[0], 0, stop)
-    except RuntimeError as e:  # the train world broke: say so, fail
-        if stop.is_set():
+        if not join(manager, train_world, 0, stop):
             return 0
-        print(f"main: training failed: {e}", file=sys.stderr)
-        return 1
-    print(f"main: trained {steps} steps", flush=True)
-    manager.close()
-    return 0
+        server.start()
+        try:
+            steps = train(manager, train_world[0], 0, stop)
+        except RuntimeError as e:  # the train world broke: say so, fail
+            if stop.is_set():
+                return 0
+            print(f"main: training failed: {e}", file=sys.stderr)
+            return 1
+        print(f"main: trained {steps} steps", flush=True)
+        return 0
+    finally:
+        # However the role ends (SIGTERM included): closing the manager ends the serving
+        # thread's receive, and the thread lets go of its objects before the interpreter exits.
+        stop.set()
+        manager.close()
+        if server.is_alive():
+            server.join(10)
 
 
 def trainer_role(world, stop):
+    before_joining_to_train()
     manager = mw.WorldManager()
     if not join(manager, world, 1, stop):
         return 0
@@ -200,8 +225,9 @@ def story():
     if not join(manager, worlds["train"], 0, stop):
         return 1
     seen = Served()
-    threading.Thread(target=serve, args=(manager, worlds["serve"], stop, seen),
-                     daemon=True).start()
+    server = threading.Thread(target=serve, args=(manager, worlds["serve"], stop, seen),
+                              daemon=True)
+    server.start()
     steps, failure = [0], []
 
     def training():
@@ -231,7 +257,8 @@ def story():
     for p in (second, trainer):
         p.send_signal(signal.SIGTERM)
         p.wait(30)
-    manager.close()
+    manager.close()  # ends the serving thread's receive
+    server.join(10)
     if failure:
         print(f"main: training failed: {failure[0]}")
         return 1
@@ -262,19 +289,19 @@ def main(argv):
     stop = threading.Event()
 
     def on_signal(signum, frame):
+        # Only a flag, never an exception: every blocking call here is bounded (a join's 2 s, a
+        # peer that leaves breaks the world's pending operations), and an exception raised in
+        # the middle of DDP's backward is kept by torch's autograd engine with every frame
+        # under it, the world manager included, past the interpreter's exit.
         stop.set()
-        raise KeyboardInterrupt  # ends a blocking call of the main thread at once
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
-        if a.role == "main":
-            return main_role(worlds["train"], worlds["serve"], stop)
-        if a.role == "trainer":
-            return trainer_role(worlds["train"], stop)
-        return client(worlds["serve"], stop)
-    except KeyboardInterrupt:
-        return 0
+    if a.role == "main":
+        return main_role(worlds["train"], worlds["serve"], stop)
+    if a.role == "trainer":
+        return trainer_role(worlds["train"], stop)
+    return client(worlds["serve"], stop)
 
 
 if __name__ == "__main__":

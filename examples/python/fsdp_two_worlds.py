@@ -233,17 +233,18 @@ def main(argv):
     stop = threading.Event()
 
     def on_signal(signum, frame):
+        # Only a flag, never an exception: every blocking call here is bounded (a join's 2 s, a
+        # peer that leaves breaks the world's pending operations), and an exception raised
+        # where the main thread waits would skip the joins and the manager's close (the
+        # training threads would hold it past the interpreter's exit), or, raised in the middle
+        # of a backward, be kept by torch's autograd engine with every frame under it.
         stop.set()
-        raise KeyboardInterrupt  # ends a blocking call of the main thread at once
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
-        if a.role == "main":
-            return main_role(worlds, stop)
-        return peer_role(worlds[0], stop)
-    except KeyboardInterrupt:
-        return 0
+    if a.role == "main":
+        return main_role(worlds, stop)
+    return peer_role(worlds[0], stop)
 
 
 if __name__ == "__main__":
