@@ -35,6 +35,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   std::vector<char> get(const std::string& key) override {
     auto v = client_.get(prefix_ + key, deadline_);
     check(v.status());
+    got_.push_back(*v);
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, {}); }
@@ -46,6 +47,8 @@ class StoreAdapter : public gloo::rendezvous::Store {
     (void)t;
     check(client_.wait(full, deadline_));
   }
+  // Every value Gloo read: the other members' published pair addresses among them.
+  const std::vector<std::string>& got() const { return got_; }
 
  private:
   void check(const Status& s) {
@@ -57,6 +60,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   std::string prefix_;
   Deadline deadline_;
   std::function<void()> failing_;
+  std::vector<std::string> got_;
 };
 
 }  // namespace
@@ -417,7 +421,7 @@ Result<std::shared_ptr<Backend>> createGlooBackend(const GlooConfig& config, Sto
     ctx->connectFullMesh(adapter, device);
     // Our waits pass their own deadlines; this only bounds calls that pass none.
     ctx->setTimeout(std::chrono::hours(24));
-    auto sockets = PairSockets::find(*ctx, config.rank, config.size);
+    auto sockets = PairSockets::find(*ctx, config.rank, config.size, adapter.got());
     return std::shared_ptr<Backend>(
         std::make_shared<GlooBackend>(config, std::move(device), std::move(ctx), std::move(sockets),
                                       store, std::move(on_error), std::move(failpoints)));

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -57,20 +58,47 @@ int PairSockets::peerIn(const std::string& text) const {
   return -1;
 }
 
-PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size) {
+PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size,
+                              const std::vector<std::string>& published) {
   PairSockets out;
   struct Endpoint {
     int rank;
-    sockaddr_storage addr;
+    sockaddr_storage self;  // the pair's socket's local address (Pair::address())
   };
   std::vector<Endpoint> locals;
+  size_t entry_bytes = 0;  // the size of one published Gloo address
   for (int i = 0; i < size; ++i) {
     if (i == rank) continue;
     auto& pair = ctx.getPair(i);
     if (!pair) continue;
     const auto& self = static_cast<const gloo::transport::tcp::Address&>(pair->address());
     locals.push_back({i, self.getSockaddr()});
+    entry_bytes = self.bytes().size();
   }
+  // The members' listening addresses: each published value is a run of addresses, one per pair
+  // of the member that published it.
+  std::vector<sockaddr_storage> listening;
+  for (const auto& value : published) {
+    if (entry_bytes == 0 || value.size() % entry_bytes != 0) continue;
+    for (size_t at = 0; at < value.size(); at += entry_bytes) {
+      std::vector<char> bytes(value.begin() + static_cast<ptrdiff_t>(at),
+                              value.begin() + static_cast<ptrdiff_t>(at + entry_bytes));
+      gloo::transport::tcp::Address a(bytes);
+      if (a.getSockaddr().ss_family == AF_INET || a.getSockaddr().ss_family == AF_INET6) {
+        listening.push_back(a.getSockaddr());
+      }
+    }
+  }
+  auto isListening = [&](const sockaddr_storage& ss) {
+    return std::any_of(listening.begin(), listening.end(),
+                       [&](const sockaddr_storage& l) { return sameEndpoint(l, ss); });
+  };
+  struct Found {
+    int fd;
+    ino_t inode;
+    sockaddr_storage local, remote;
+  };
+  std::vector<Found> sockets;
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return out;
   while (dirent* ent = ::readdir(dir)) {
@@ -79,21 +107,34 @@ PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size) {
     if (*end != '\0' || fd == ::dirfd(dir)) continue;
     struct stat st;
     if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage local{}, remote{};
-    socklen_t ll = sizeof(local), rl = sizeof(remote);
-    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
-        ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&remote), &rl) != 0) {
+    Found f{static_cast<int>(fd), st.st_ino, {}, {}};
+    socklen_t ll = sizeof(f.local), rl = sizeof(f.remote);
+    if (::getsockname(f.fd, reinterpret_cast<sockaddr*>(&f.local), &ll) != 0 ||
+        ::getpeername(f.fd, reinterpret_cast<sockaddr*>(&f.remote), &rl) != 0) {
       continue;  // not connected (a listener, or something else)
     }
+    sockets.push_back(f);
+  }
+  ::closedir(dir);
+  // The side that connected holds a socket from a port the kernel chose, which it lends to the
+  // process's other connections to other destinations: only the one to a member's listening
+  // address is the pair's. The side that accepted holds its device listener's address, which
+  // no connection outside the world shares.
+  auto connected = [&](const Endpoint& l) {
+    return std::any_of(sockets.begin(), sockets.end(), [&](const Found& f) {
+      return sameEndpoint(f.local, l.self) && isListening(f.remote);
+    });
+  };
+  for (const auto& f : sockets) {
     for (const auto& l : locals) {
-      if (!sameEndpoint(l.addr, local)) continue;
-      out.socks_.push_back({static_cast<int>(fd), st.st_ino, l.rank});
+      if (!sameEndpoint(l.self, f.local)) continue;
+      if (connected(l) && !isListening(f.remote)) continue;
+      out.socks_.push_back({f.fd, f.inode, l.rank});
       // Gloo names the peer in its errors by the address at the other end of this socket.
-      out.peers_.push_back({l.rank, printable(remote)});
+      out.peers_.push_back({l.rank, printable(f.remote)});
       break;
     }
   }
-  ::closedir(dir);
   return out;
 }
 

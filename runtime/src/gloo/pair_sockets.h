@@ -8,9 +8,15 @@
 // belongs to a buffer that is gone (an operation that failed and unwound), Gloo's reader stops
 // before it reads again, so it never reaches the end-of-file, and the pair stays open and spins.
 // Such a pair is closed from outside (closeStragglers), once its world's operations have all
-// failed. Debian's Gloo ships no header that exposes a pair's descriptor, so the sockets are found
-// by address: once connected, each pair's address() is its socket's local address (Gloo resets
-// it in Pair::handleConnected), which no other open socket of the host shares.
+// failed. Debian's Gloo ships no usable header that exposes a pair's descriptor or its peer's
+// address (its tcp/pair.h includes a header it does not ship), so the sockets are found by
+// address: once connected, each pair's address() is its socket's local address (Gloo resets it
+// in Pair::handleConnected). That alone is not enough: the side that connected got its local
+// port from the kernel, which lends the same port to the process's other connections to other
+// destinations (another world's store client, say), and cutting those crossed worlds. So such a
+// socket is the pair's only if its remote end is one of the listening addresses the world's
+// members published in the rendezvous; the side that accepted holds the local address of its
+// device's listener, which no connection outside the world shares.
 #pragma once
 
 #include <gloo/context.h>
@@ -24,8 +30,11 @@ namespace mw::detail {
 class PairSockets {
  public:
   // Finds the connected sockets of `ctx`'s pairs (rank `rank` of `size`). Call once every pair is
-  // connected (after connectFullMesh). Best effort: sockets not found are left to Gloo.
-  static PairSockets find(gloo::Context& ctx, int rank, int size);
+  // connected (after connectFullMesh), with `published`: the values the rendezvous read from the
+  // store (each a run of the other members' Gloo addresses). Best effort: sockets not found are
+  // left to Gloo; a socket of anything else is never among them.
+  static PairSockets find(gloo::Context& ctx, int rank, int size,
+                          const std::vector<std::string>& published);
 
   // shutdown(SHUT_RDWR) on every socket still open (checked by inode, so a reused descriptor
   // number is never touched).

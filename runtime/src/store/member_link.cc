@@ -4,8 +4,10 @@
 // readNotices parses whatever complete frames have arrived.
 #include "store/member_link.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "base/failpoint.h"
@@ -77,6 +79,34 @@ class Link final : public MemberLink {
     // others hear of its leaving even if FORMED had not gone out yet.
     queueFormed().ignore();
     return queueReport(Cause::kPeerLeft, "left the world");
+  }
+
+  Status awaitClose(Deadline deadline) override {
+    while (true) {
+      short events = POLLIN;
+      {
+        MutexLock lock(mu_);
+        if (!error_.ok()) return error_;
+        flush();
+        if (!error_.ok()) return error_;
+        size_t got = 0;
+        // Whatever the store still says is of no use to a member that left: read and dropped.
+        Status read = io_.readAvailable(SIZE_MAX, false, &got);
+        if (!read.ok()) {
+          fail("left the world");
+          return Status::Ok();  // closed (EOF or reset): the store has taken the leave
+        }
+        if (io_.pending() > 0) events |= POLLOUT;
+      }
+      const auto left = remaining(deadline);
+      if (left.count() <= 0) {
+        return Status(Code::kTimeout,
+                      "member link: the store did not close the link of a "
+                      "member that left in time");
+      }
+      pollfd p{fd_, events, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    }
   }
 
   Result<std::vector<MemberNotice>> readNotices() override {

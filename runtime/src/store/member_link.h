@@ -53,6 +53,13 @@ class MemberLink {
   // kPeerDied, when the link then closes. Says formed() first. Best effort, never blocks; call
   // just before closing.
   virtual Status leave() = 0;
+  // After leave(): sends what is still queued and waits until the server has closed the link,
+  // which it does once it has taken the leave (its announcement to the others is queued by
+  // then). For the store's host, before it stops its own store: stopping first could close the
+  // others' links before the leave was read, and they would take it for a death. Returns Ok at
+  // the close, kTimeout at `deadline`, the link's error if it failed otherwise. Blocks; the
+  // internal mutex is not held while waiting.
+  virtual Status awaitClose(Deadline deadline) = 0;
   // Reads what has arrived without blocking and returns the notices in it. Returns kIoError once
   // the server closed the link (rank 0 died or stopped the store) or sent a malformed frame.
   virtual Result<std::vector<MemberNotice>> readNotices() = 0;

@@ -4,6 +4,8 @@
 // a later write or their deadline completes. Membership (liveness) links share the same loop: the
 // poll timeout is the earliest of the next ping, the earliest member staleness deadline, the
 // earliest waiter deadline and the earliest lingering close, so silence is detected on time.
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/thread_name.h"
 #include "store/server_impl.h"
@@ -24,10 +26,16 @@ void Server::run(const std::stop_token& st) {
   }
   // What already arrived is served before the end, so that a member leaving (the store host's own
   // link says so just before the store stops) is announced as having left, not as dead.
+  // All of it: drainReady serves in slices, and a slice cut short here (a preempted thread) left
+  // the rest unserved, a leave included.
   for (auto& [id, c] : conns_) {
     if (c->state == ConnState::kOpen) readAvailable(*c);
   }
-  drainReady();
+  auto anyRunnable = [&] {
+    return std::any_of(conns_.begin(), conns_.end(),
+                       [&](const auto& kv) { return runnable(*kv.second); });
+  };
+  while (anyRunnable()) drainReady();
   flushEvents();
   conns_.clear();  // closes every connection; members see EOF
 }

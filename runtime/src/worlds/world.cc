@@ -199,7 +199,20 @@ void World::teardown() {
   }
   // Leaving is not dying: the others learn kPeerLeft before our connections close, and let the
   // operations whose data we already sent finish (the watchdog no longer uses the link now).
-  if (healthy && link_) link_->leave().ignore();
+  if (healthy && link_) {
+    link_->leave().ignore();
+    // The store's host waits for its own store to take the leave before stopping it: stopped
+    // first, the store could close the others' links before reading the leave (it serves in
+    // slices, and the frame may still be on its way), and they would see a dead store instead
+    // of a member that left. Bounded: a store too slow for this makes it the old way.
+    if (server_) {
+      link_
+          ->awaitClose(deadlineIn(std::clamp<Clock::duration>(options_.heartbeat_timeout / 2,
+                                                              std::chrono::milliseconds(100),
+                                                              std::chrono::seconds(1))))
+          .ignore();
+    }
+  }
   if (backend_) backend_->shutdown();
   link_.reset();
   client_.reset();
