@@ -89,10 +89,6 @@ PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size,
       }
     }
   }
-  auto isListening = [&](const sockaddr_storage& ss) {
-    return std::any_of(listening.begin(), listening.end(),
-                       [&](const sockaddr_storage& l) { return sameEndpoint(l, ss); });
-  };
   struct Found {
     int fd;
     ino_t inode;
@@ -119,16 +115,23 @@ PairSockets PairSockets::find(gloo::Context& ctx, int rank, int size,
   // The side that connected holds a socket from a port the kernel chose, which it lends to the
   // process's other connections to other destinations: only the one to a member's listening
   // address is the pair's. The side that accepted holds its device listener's address, which
-  // no connection outside the world shares.
-  auto connected = [&](const Endpoint& l) {
-    return std::any_of(sockets.begin(), sockets.end(), [&](const Found& f) {
-      return sameEndpoint(f.local, l.self) && isListening(f.remote);
-    });
-  };
-  for (const auto& f : sockets) {
-    for (const auto& l : locals) {
-      if (!sameEndpoint(l.self, f.local)) continue;
-      if (connected(l) && !isListening(f.remote)) continue;
+  // no connection outside the world shares. Each judged once: a large world has many of both.
+  std::vector<bool> to_listener(sockets.size());
+  for (size_t k = 0; k < sockets.size(); ++k) {
+    to_listener[k] = std::any_of(listening.begin(), listening.end(),
+                                 [&](const auto& l) { return sameEndpoint(l, sockets[k].remote); });
+  }
+  std::vector<bool> connected(locals.size());
+  for (size_t j = 0; j < locals.size(); ++j) {
+    for (size_t k = 0; k < sockets.size() && !connected[j]; ++k) {
+      connected[j] = to_listener[k] && sameEndpoint(sockets[k].local, locals[j].self);
+    }
+  }
+  for (size_t k = 0; k < sockets.size(); ++k) {
+    const Found& f = sockets[k];
+    for (size_t j = 0; j < locals.size(); ++j) {
+      const Endpoint& l = locals[j];
+      if (!sameEndpoint(l.self, f.local) || (connected[j] && !to_listener[k])) continue;
       out.socks_.push_back({f.fd, f.inode, l.rank});
       // Gloo names the peer in its errors by the address at the other end of this socket.
       out.peers_.push_back({l.rank, printable(f.remote)});
