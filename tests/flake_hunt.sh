@@ -7,8 +7,9 @@
 #   tests/flake_hunt.sh --table
 #
 # --set gate (default): every test the README's test command (.ci/quickstart test) runs in its
-#   plain build: the whole ctest suite but quarantine (scenarios, examples, harness, hosts,
-#   runtime, model, reports, docs, bench, ...), then the Python package's whole pytest suite
+#   plain build, two at a time as the gate runs them (ctest -j 2; RUN_SERIAL scripts alone):
+#   the whole ctest suite but quarantine (scenarios, examples, harness, hosts, runtime, model,
+#   reports, docs, bench, ...), then the Python package's whole pytest suite
 #   (--venv) under each torch the gate runs it with (--venv, and build/torch2-env when it holds
 #   the package), and tests/wheel_check.sh in build/torch2-env (root). With --sanitizers, also the gate's ASan+UBSan build's ctest run (build/fuzz) and
 #   its TSan build's (build/tsan), as the gate runs them, where those builds exist.
@@ -203,18 +204,19 @@ for ((i = first; i < first + runs; i++)); do
   start_hogs
   echo "== run $i ($load, $set) $(date +%T)"
   if [ "$set" = gate ]; then
-    ctest_run "$i" plain "$build" -j 1 -LE '^quarantine$'
+    # Two at a time, as the gate runs them (RUN_SERIAL scripts alone), beside the load.
+    ctest_run "$i" plain "$build" -j 2 -LE '^quarantine$'
     pytest_run "$i" python "$venv" tests
     [ "$torch2" = "$venv" ] || pytest_run "$i" python-torch2 "$torch2" tests
     wheel_check_run "$i"
     if ((sanitizers)); then
       (export MW_TEST_TIME_SCALE=3 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$here/.ci/lsan.supp \
          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-       ctest_run "$i" asan "$here/build/fuzz" -L 'runtime|model|agent|reports|harness|fuzz' \
+       ctest_run "$i" asan "$here/build/fuzz" -j 2 -L 'runtime|model|agent|reports|harness|fuzz' \
          -E '^harness[.]cli$') || failed=1
       (export MW_TEST_TIME_SCALE=3 \
          TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/.ci/tsan.supp"
-       ctest_run "$i" tsan "$here/build/tsan" -L runtime) || failed=1
+       ctest_run "$i" tsan "$here/build/tsan" -j 2 -L runtime) || failed=1
     fi
   elif [ "$set" = torch2 ]; then
     pytest_run "$i" python-torch2 "$torch2" tests/test_torch2.py tests/test_exit.py \

@@ -721,10 +721,25 @@ TEST_CASE("20 failed nccl inits leave behind only what NCCL itself leaks", "[ncc
     }
     return n;
   };
+  // The baseline, once the kernel's lists have stopped changing for scaled(250) ms: a helper
+  // counted gone may still be in the thread list, and a baseline read then is one too high (a
+  // neighbour test's load made that happen: 19 threads left where the simulated NCCL leaked 20).
+  auto stableCount = [](auto count) {
+    int n = count();
+    std::chrono::milliseconds same{0};
+    for (auto until = mw::deadlineIn(scaled(5000)); mw::Clock::now() < until;) {
+      std::this_thread::sleep_for(10ms);
+      const int m = count();
+      same = m == n ? same + 10ms : 0ms;
+      n = m;
+      if (same >= scaled(250)) break;
+    }
+    return n;
+  };
   fail();  // warm-up: CUDA and NCCL set themselves up once
   settleAborts();
   REQUIRE(helpersGone());
-  const int threads0 = mw::test::threadCount(), fds0 = mw::test::openFds();
+  const int threads0 = stableCount(mw::test::threadCount), fds0 = stableCount(mw::test::openFds);
 #ifdef MW_SIM_DEVICE
   const int leaks0 = mwSimBootstrapLeaks();
 #endif
