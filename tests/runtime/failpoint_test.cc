@@ -360,6 +360,65 @@ TEST_CASE("the delay point slows each operation of its world and breaks nothing"
   requireHealthy(b);
 }
 
+TEST_CASE("a member whose join fails at the barrier fails every other member's join at once",
+          "[failpoint][lifecycle]") {
+  // The join barrier (docs/design.md, "The join contract"): the last member counted in fails to
+  // open it (its compare_set fails, injected) and its join ends. Before, every other member
+  // waited for the opening until its join's deadline (kTimeout); now the store shuts the barrier
+  // once that member's link is lost, and each of the others fails at once, naming it.
+  for (int size = 2; size <= 5; ++size) {
+    const std::string name = "fp_barrier" + std::to_string(size);
+    const std::string point = "mw/store/compare_set/" + name;
+    mw::failpoints::Mode mode;
+    mode.failnum = ECONNRESET;
+    REQUIRE(mw::failpoints::enable(point, mode).ok());  // only the last member in calls it
+    std::vector<std::unique_ptr<mw::WorldManager>> managers;
+    for (int r = 0; r < size; ++r) managers.push_back(std::make_unique<mw::WorldManager>());
+    mw::WorldOptions o;
+    o.name = name;
+    o.size = size;
+    o.rank = 0;
+    const auto deadline = mw::deadlineIn(30s);
+    mw::Work j0 = managers[0]->initWorldAsync(o, deadline);
+    o.store.port = LocalWorld::waitForPort(*managers[0], name);
+    REQUIRE(o.store.port != 0);
+    std::vector<mw::Status> joined(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    for (int r = 1; r < size; ++r) {
+      threads.emplace_back([&, r, o]() mutable {
+        o.rank = r;
+        joined[static_cast<size_t>(r)] = managers[static_cast<size_t>(r)]->initWorld(o, deadline);
+      });
+    }
+    joined[0] = j0.wait();
+    for (auto& t : threads) t.join();
+    REQUIRE(mw::failpoints::disable(point).ok());
+    std::string joins;
+    int opener = -1, openers = 0;
+    for (int r = 0; r < size; ++r) {
+      const mw::Status& s = joined[static_cast<size_t>(r)];
+      joins += "\n  rank " + std::to_string(r) + ": " + s.toString();
+      if (s.message().find("injected by failpoint " + point) != std::string::npos) {
+        opener = r;
+        ++openers;
+      }
+    }
+    INFO("size " << size << joins);
+    REQUIRE(openers == 1);
+    for (int r = 0; r < size; ++r) {
+      const mw::Status& s = joined[static_cast<size_t>(r)];
+      CHECK_FALSE(s.ok());
+      CHECK(s.code() != mw::Code::kTimeout);
+      if (r != opener && opener != 0) {  // rank 0's loss takes the store with it: an io_error
+        CHECK(s.code() == mw::Code::kRemoteError);
+        CHECK(s.message().find("a member was lost before every member was connected: rank " +
+                               std::to_string(opener) + " ") != std::string::npos);
+      }
+      CHECK(managers[static_cast<size_t>(r)]->world(name).status().code() == mw::Code::kNotFound);
+    }
+  }
+}
+
 TEST_CASE("members that take longer to connect than the heartbeat timeout come up healthy",
           "[failpoint]") {
   // The store times the members' silence from the moment all have joined its link; their Gloo

@@ -266,6 +266,49 @@ TEST_CASE("a ghost's BROKEN report before the world forms is ignored", "[runtime
   CHECK_FALSE(connectTo(*server)->check({"mw/broken"}, in(2000)).value());
 }
 
+TEST_CASE("a member lost once the join barrier has begun shuts it, naming the member",
+          "[runtime][store]") {
+  // The join barrier (store/join_keys.h): once a member has counted itself in, every member's
+  // connections were up, so a member lost then is no ghost: the store shuts the barrier, and
+  // every member waiting for it learns at once why, instead of at its join's deadline.
+  StoreServerOptions options = worldStore(3);
+  auto server = startServer(options);
+  auto zero = joinAs(*server, 0);
+  auto one = joinAs(*server, 1);
+  auto client = connectTo(*server);
+  // Before the first count a member's loss is a ghost's: its rank may come again.
+  joinAs(*server, 2).reset();
+  auto two = joinAs(*server, 2);
+  REQUIRE(client->add("mw/join/connected", 1, in(2000)).value() == 1);
+  CHECK_FALSE(client->check({"mw/join/open"}, in(2000)).value());
+  Result<std::string> waited = Status(Code::kAborted, "not run");
+  std::thread waiter([&] { waited = connectTo(*server)->get("mw/join/open", in(5000)); });
+  two.reset();  // closes the socket as a process exit would
+  waiter.join();
+  REQUIRE(waited.ok());
+  CHECK(*waited == "lost: rank 2 peer_died: connection to rank 2 closed");
+  // The last member in, opening it after the loss, finds it shut: it stays so.
+  CHECK(client->compareSet("mw/join/open", true, "", "1", in(2000)).value() == *waited);
+  // A leave shuts it the same way; after the opening a loss leaves it open.
+  auto left = startServer(worldStore(2));
+  auto l0 = joinAs(*left, 0, "w1", 2);
+  auto l1 = joinAs(*left, 1, "w1", 2);
+  auto lc = connectTo(*left);
+  REQUIRE(lc->add("mw/join/connected", 1, in(2000)).ok());
+  REQUIRE(l1->leave().ok());
+  CHECK(lc->get("mw/join/open", in(2000)).value() ==
+        "lost: rank 1 peer_left: rank 1 left the world");
+  auto opened = startServer(worldStore(2));
+  auto o0 = joinAs(*opened, 0, "w1", 2);
+  auto o1 = joinAs(*opened, 1, "w1", 2);
+  auto oc = connectTo(*opened);
+  REQUIRE(oc->add("mw/join/connected", 2, in(2000)).ok());
+  REQUIRE(oc->compareSet("mw/join/open", true, "", "1", in(2000)).value() == "1");
+  o1.reset();
+  auto o1_again = joinAs(*opened, 1, "w1", 2);  // served once the store has seen the close
+  CHECK(oc->get("mw/join/open", in(2000)).value() == "1");
+}
+
 TEST_CASE("a world whose rank had a ghost forms healthy", "[runtime][store]") {
   // The same through WorldManager: the ghost joins as rank 1 of rank 0's store and goes; the real
   // rank 1 joins; both all-reduce.

@@ -150,8 +150,11 @@ class WorldManager {
   // time, kIoError when the store address cannot be bound or reached, kPermissionDenied for a wrong
   // token, kUnavailable when the backend cannot run here (no NCCL backend in this build, NCCL or
   // the CUDA runtime missing or too old, no CUDA driver or GPU, a device this process does not
-  // see), kBackendError when it fails to start. On error nothing of the world is left behind and
-  // the name is free again.
+  // see), kBackendError when it fails to start, kRemoteError when a member was lost (its process
+  // ended, it went silent, or its own join failed and it left) after every member's connections
+  // were up and before the world formed (the message names it: "a member was lost before every
+  // member was connected: rank 2 peer_died: ..."). On error nothing of the world is left behind
+  // and the name is free again.
   Status initWorld(const WorldOptions& options, Deadline deadline);
 
   // As initWorld, without blocking: the returned Work completes when the world is healthy or its

@@ -19,6 +19,7 @@
 #include "base/lateness.h"
 #include "base/mutex.h"
 #include "multiworld/store.h"
+#include "store/join_keys.h"
 #include "store/kv_table.h"
 #include "store/socket.h"
 #include "store/wire.h"
@@ -217,6 +218,12 @@ class Server final : public StoreServer {
   std::string joinError(const msg::MemberJoin& m) const;
   void onBroken(Conn& c, const msg::Broken& m);
   void onFormed(Conn& c);
+  // Member `rank` was lost (`cause`, `detail`). Once a member has counted itself in at the join
+  // barrier (join_keys.h), every member's connections were up, so no later connection of that
+  // rank can take its place: a barrier not yet open is shut for good (kJoinOpen = "lost: rank R
+  // <cause>: <detail>"), which ends every other member's join at once instead of at its deadline.
+  // Before the first count, and after the opening, it does nothing.
+  void shutJoinBarrier(int rank, Cause cause, const std::string& detail);
   void flushEvents();
   void reap();
   Conn* find(uint64_t id);

@@ -149,6 +149,14 @@ void Server::onFormed(Conn& c) {
   }
 }
 
+void Server::shutJoinBarrier(int rank, Cause cause, const std::string& detail) {
+  if (table_.find(std::string(kJoinConnected)) == nullptr) return;  // a ghost: the rank may rejoin
+  const std::string open(kJoinOpen);
+  if (table_.find(open) != nullptr) return;  // opened (or shut by an earlier loss)
+  setKey(open, std::string(kJoinLostPrefix) + "rank " + std::to_string(rank) + " " +
+                   causeName(cause) + ": " + detail);
+}
+
 void Server::onBroken(Conn& c, const msg::Broken& m) {
   if (c.rank < 0) return protocolError(c, "BROKEN from a connection that has not joined");
   if (m.cause == Cause::kPeerLeft) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "store/join_keys.h"
 #include "worlds/backend_factory.h"
 
 namespace mw::detail {
@@ -121,18 +122,29 @@ Status World::joinBarrier(Deadline deadline) {
   const auto failed = [&](const char* step, const Status& s) {
     return Status(s.code(), "world '" + o.name + "': " + step + ": " + s.message());
   };
-  auto in = client_->add("mw/join/connected", 1, deadline);
+  auto in = client_->add(std::string(store::kJoinConnected), 1, deadline);
   if (!in.ok()) return failed("counting this member in", in.status());
   if (*in == o.size) {
-    if (Status s = client_->set("mw/join/open", "1", deadline); !s.ok()) {
-      return failed("opening the join barrier", s);
-    }
+    // Expecting the key absent: a member lost since the first count has shut the barrier for good
+    // (the store set it to "lost: ..."), and then it stays shut.
+    auto opened = client_->compareSet(std::string(store::kJoinOpen), true, "",
+                                      std::string(store::kJoinOpenValue), deadline);
+    if (!opened.ok()) return failed("opening the join barrier", opened.status());
   }
-  if (Status s = client_->wait({"mw/join/open"}, deadline); !s.ok()) {
-    return failed("waiting for every member's connections", s);
+  auto open = client_->get(std::string(store::kJoinOpen), deadline);
+  if (!open.ok()) return failed("waiting for every member's connections", open.status());
+  if (*open != store::kJoinOpenValue) {
+    // A member was lost after every member's connections were up and before the opening: no
+    // member's join succeeds (docs/design.md, "The join contract").
+    std::string_view why = *open;
+    if (why.starts_with(store::kJoinLostPrefix)) why.remove_prefix(store::kJoinLostPrefix.size());
+    return Status(Code::kRemoteError, "world '" + o.name +
+                                          "': a member was lost before every member was "
+                                          "connected: " +
+                                          std::string(why));
   }
   if (o.rank == 0) {
-    if (Status s = client_->wait({"mw/join/through"}, deadline); !s.ok()) {
+    if (Status s = client_->wait({std::string(store::kJoinThrough)}, deadline); !s.ok()) {
       return failed("waiting for every member to be through the join", s);
     }
     return Status::Ok();
@@ -141,9 +153,9 @@ Status World::joinBarrier(Deadline deadline) {
   // keeps rank 0's store up until every member is past the wait above; a store gone meanwhile
   // (rank 0 through first and left, closing it before this member's last reply was sent) is its
   // world's break, which the watchdog reports, not a failed join.
-  auto through = client_->add("mw/join/through_count", 1, deadline);
+  auto through = client_->add(std::string(store::kJoinThroughCount), 1, deadline);
   if (through.ok() && *through == o.size - 1) {
-    client_->set("mw/join/through", "1", deadline).ignore();
+    client_->set(std::string(store::kJoinThrough), "1", deadline).ignore();
   }
   return Status::Ok();
 }
