@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "store/join_keys.h"
 #include "worlds/backend_factory.h"
@@ -138,6 +139,15 @@ Status World::joinBarrier(Deadline deadline) {
     // member's join succeeds (docs/design.md, "The join contract").
     std::string_view why = *open;
     if (why.starts_with(store::kJoinLostPrefix)) why.remove_prefix(store::kJoinLostPrefix.size());
+    if (server_) {
+      // The store goes with this member: it stays until the others have read why (each closes
+      // its link and its client as its join fails), at most as long as a leaving host waits.
+      const Deadline until = deadlineIn(std::clamp<Clock::duration>(
+          o.heartbeat_timeout / 2, std::chrono::milliseconds(100), std::chrono::seconds(1)));
+      while (server_->stats().connections > 2 && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     return Status(Code::kRemoteError, "world '" + o.name +
                                           "': a member was lost before every member was "
                                           "connected: " +
