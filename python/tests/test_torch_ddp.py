@@ -2,6 +2,7 @@
 parameters as DDP on a c10d Gloo group, a killed peer's world failing alone, and 100
 create/train/remove cycles leaving file descriptors and threads flat."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -138,6 +139,29 @@ def test_a_world_with_hundreds_of_stalled_futures_holds_no_sibling_world():
     assert all(f.done() for f in pending)
 
 
+def _open_fds():
+    """This process's descriptors and what each is (a socket, a pipe, a file)."""
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed already
+            pass
+    return out
+
+
+def _settled_fds(limit, seconds=5.0):
+    """The descriptors, once at most `limit` (or after `seconds`): one that another thread is
+    closing right now, or that an object only the garbage collector frees holds, is no leak."""
+    deadline = time.monotonic() + seconds
+    fds = _open_fds()
+    while len(fds) > limit and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+        fds = _open_fds()
+    return fds
+
+
 def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     def cycle():
         w = LocalWorld(2)
@@ -151,13 +175,18 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
         w.close()
 
     cycle()  # the waiter threads and torch's own are made once
-    fds = len(os.listdir("/proc/self/fd"))
+    gc.collect()
+    before = _open_fds()
+    fds = len(before)
     threads = threading.active_count()
     tasks = len(os.listdir("/proc/self/task"))
     ranks = len(mwtorch._rank_map())
     for _ in range(100):
         cycle()
-    assert len(os.listdir("/proc/self/fd")) <= fds
+    after = _settled_fds(fds)
+    # One run of the whole suite under torch 2.15 ended this with 15 descriptors for 14, which
+    # then could not be told apart: each new one is named.
+    assert len(after) <= fds, {fd: t for fd, t in after.items() if before.get(fd) != t}
     assert threading.active_count() == threads
     assert len(os.listdir("/proc/self/task")) <= tasks
     assert len(mwtorch._rank_map()) == ranks
