@@ -183,12 +183,28 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     ranks = len(mwtorch._rank_map())
     for _ in range(100):
         cycle()
-    after = _settled_fds(fds)
-    # One run of the whole suite under torch 2.15 ended this with 15 descriptors for 14, which
-    # then could not be told apart: each new one is named.
-    assert len(after) <= fds, {fd: t for fd, t in after.items() if before.get(fd) != t}
+    mid = _settled_fds(fds)
+    mid_tasks = len(os.listdir("/proc/self/task"))
+    for _ in range(50):
+        cycle()
+    after = _settled_fds(len(mid))
+    # No growth: 150 cycles leave what 100 left (a leak per cycle would add 50 more). At most one
+    # descriptor made once, late, is allowed: under torch 2.15, 1 run in about 10 (beside two busy
+    # loops, and once in a quiet run of the whole suite) ended 100 cycles with one more eventfd
+    # than the baseline, still there after 5 s and a gc. Whose it is is not known yet (issue 35's
+    # note); every new descriptor is named when this fails.
+    assert len(after) <= len(mid), {fd: t for fd, t in after.items() if mid.get(fd) != t}
+    assert len(mid) <= fds + 1, {fd: t for fd, t in mid.items() if before.get(fd) != t}
     assert threading.active_count() == threads
-    assert len(os.listdir("/proc/self/task")) <= tasks
+    # The same for the process's threads (Python's and the runtime's and torch's): beside two
+    # busy loops, one run in 3 ended with one more, in the same way.
+    def settled_tasks(limit):
+        deadline = time.monotonic() + 5
+        while len(os.listdir("/proc/self/task")) > limit and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return len(os.listdir("/proc/self/task"))
+    assert settled_tasks(tasks + 1) <= tasks + 1
+    assert settled_tasks(mid_tasks) <= max(mid_tasks, tasks)  # no growth over the last 50
     assert len(mwtorch._rank_map()) == ranks
     assert len(mwtorch._live) == 0  # every Work let go
 
