@@ -16,6 +16,13 @@ namespace mw::detail {
 
 namespace {
 
+// How long the store's host, going, keeps its store for the other members to read what it last
+// said (its leave, or why the join barrier shut): half the heartbeat timeout, 100 ms to 1 s.
+Deadline hostLingerDeadline(const WorldOptions& o) {
+  return deadlineIn(std::clamp<Clock::duration>(
+      o.heartbeat_timeout / 2, std::chrono::milliseconds(100), std::chrono::seconds(1)));
+}
+
 // The local address of a connected socket: the interface this host uses to reach the store, which
 // is the one the world's peers can reach us on.
 std::string localAddress(int fd, const std::string& fallback) {
@@ -142,8 +149,7 @@ Status World::joinBarrier(Deadline deadline) {
     if (server_) {
       // The store goes with this member: it stays until the others have read why (each closes
       // its link and its client as its join fails), at most as long as a leaving host waits.
-      const Deadline until = deadlineIn(std::clamp<Clock::duration>(
-          o.heartbeat_timeout / 2, std::chrono::milliseconds(100), std::chrono::seconds(1)));
+      const Deadline until = hostLingerDeadline(o);
       while (server_->stats().connections > 2 && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
@@ -228,11 +234,7 @@ void World::teardown() {
     // slices, and the frame may still be on its way), and they would see a dead store instead
     // of a member that left. Bounded: a store too slow for this makes it the old way.
     if (server_) {
-      link_
-          ->awaitClose(deadlineIn(std::clamp<Clock::duration>(options_.heartbeat_timeout / 2,
-                                                              std::chrono::milliseconds(100),
-                                                              std::chrono::seconds(1))))
-          .ignore();
+      link_->awaitClose(hostLingerDeadline(options_)).ignore();
     }
   }
   if (backend_) backend_->shutdown();
