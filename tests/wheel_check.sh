@@ -10,7 +10,8 @@
 # says what it hid, then runs from the installed package: mwchaos on the demo scenario, the
 # Python leader and DDP examples, a program-role scenario whose programs import the package
 # (examples/python/ddp_two_worlds.lua), torch and the module imported in both orders with a
-# Gloo world's all_reduce, and checks that the module exports no C++ runtime symbol. The
+# Gloo world's all_reduce, and checks that the module exports no C++ runtime symbol and that
+# nothing it ships carries debug information. The
 # scenarios go through tests/run_scenario.sh (its rerun policy). Root only (the namespace).
 # Exit: 0 every step passed, 1 a step failed, 2 usage.
 set -uo pipefail
@@ -109,5 +110,14 @@ step "the module defines no C++ runtime symbol of its own (strong std::, __cxxab
 so=\$(ls '$site'/multiworld_native/_core*.so)
 ! nm -D --defined-only \"\$so\" | awk '\$2 ~ /^[TDBR]\$/' | c++filt |
   grep -E ' (std::|__cxxabiv1|__gnu_cxx::)'"
+step "what ships carries no debug information (no .debug_ section in any of its programs and libraries)" \
+  bash -c "
+n=0
+for f in '$site'/multiworld_native/bin/* '$site'/multiworld_native/_core*.so '$site'/multiworld_native/lib/*.so '$site'/multiworld_native.libs/*; do
+  [ -f \"\$f\" ] || continue
+  n=\$((n + 1))
+  if readelf -S \"\$f\" | grep -q '[.]debug_'; then echo \"debug information in \$f\"; exit 1; fi
+done
+echo \"\$n files, none with debug information\"; ((n >= 4))"
 echo "wheel_check: $fails failed"
 ((fails == 0))
