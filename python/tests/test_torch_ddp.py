@@ -162,6 +162,30 @@ def _settled_fds(limit, seconds=5.0):
     return fds
 
 
+def _task_names():
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # ended meanwhile
+            pass
+    return sorted(names)
+
+
+def _forget_torch_active_ddp():
+    """torch 2.x's DDP keeps the module whose forward runs in a class attribute,
+    ``DistributedDataParallel._active_ddp_module`` (for TorchDynamo), saved and restored around
+    each forward (``_inside_ddp_forward``) without a lock. Two threads' forwards that overlap can
+    leave one of the modules there after both ended (A saves None, B saves A's, A restores None,
+    B restores A's), and with it that DDP's process group, its world's manager, the manager's
+    watchdog thread and its eventfd, until the next DDP forward anywhere in the process. That is
+    torch's, not a leak of ours (seen under 2.15: one extra watchdog thread and eventfd after some
+    cycles, gone after later ones; docs/python.md): the check lets go of it before counting."""
+    if getattr(DDP, "_active_ddp_module", None) is not None:
+        DDP._active_ddp_module = None
+
+
 def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     def cycle():
         w = LocalWorld(2)
@@ -175,6 +199,7 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
         w.close()
 
     cycle()  # the waiter threads and torch's own are made once
+    _forget_torch_active_ddp()
     gc.collect()
     before = _open_fds()
     fds = len(before)
@@ -187,24 +212,18 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     mid_tasks = len(os.listdir("/proc/self/task"))
     for _ in range(50):
         cycle()
+    _forget_torch_active_ddp()
     after = _settled_fds(len(mid))
-    # No growth: 150 cycles leave what 100 left (a leak per cycle would add 50 more). At most one
-    # descriptor made once, late, is allowed: under torch 2.15, 1 run in about 10 (beside two busy
-    # loops, and once in a quiet run of the whole suite) ended 100 cycles with one more eventfd
-    # than the baseline, still there after 5 s and a gc. Whose it is is not known yet (issue 35's
-    # note); every new descriptor is named when this fails.
+    # Exactly what the first cycle left, and no growth over the last 50; every new descriptor is
+    # named when this fails.
     assert len(after) <= len(mid), {fd: t for fd, t in after.items() if mid.get(fd) != t}
-    assert len(mid) <= fds + 1, {fd: t for fd, t in mid.items() if before.get(fd) != t}
+    assert len(after) <= fds, {fd: t for fd, t in after.items() if before.get(fd) != t}
     assert threading.active_count() == threads
-    # The same for the process's threads (Python's and the runtime's and torch's): beside two
-    # busy loops, one run in 3 ended with one more, in the same way.
-    def settled_tasks(limit):
-        deadline = time.monotonic() + 5
-        while len(os.listdir("/proc/self/task")) > limit and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return len(os.listdir("/proc/self/task"))
-    assert settled_tasks(tasks + 1) <= tasks + 1
-    assert settled_tasks(mid_tasks) <= max(mid_tasks, tasks)  # no growth over the last 50
+    # The same for the process's threads (Python's and the runtime's and torch's).
+    deadline = time.monotonic() + 5
+    while len(os.listdir("/proc/self/task")) > tasks and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(os.listdir("/proc/self/task")) <= tasks, (mid_tasks, _task_names())
     assert len(mwtorch._rank_map()) == ranks
     assert len(mwtorch._live) == 0  # every Work let go
 
