@@ -353,7 +353,8 @@ faults (timeline = { at("2s", <fault>), ... })
   partition { a = { "h1" }, b = { "h2" }, mode = "silent"|"loud", oneway = false }
   heal()   loss(host, 0.2)   bandwidth(host, "10mbit")   delay(host, "50ms" [, "10ms"])
   failpoints: mw/{backend}/<op>/<world>, mw/{backend}/init/<world>, mw/store/<call>/<world>,
-              mw/store/link/<world>, mw/heartbeat/<world> (docs/failpoints.md)
+              mw/store/link/<world>, mw/join/through/<world>, mw/heartbeat/<world>
+              (docs/failpoints.md)
   POSIX failpoints (libfiu's preload; the whole process, errno pinned: { errno = "EPIPE" }):
 )" + posixList() +
          R"(

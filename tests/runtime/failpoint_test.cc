@@ -430,6 +430,78 @@ TEST_CASE("a member whose join fails at the barrier fails every other member's j
   CHECK((told_total == 0 || named_total > 0));
 }
 
+TEST_CASE("a member lost after the join barrier opened fails no join and breaks the world at once",
+          "[failpoint][lifecycle]") {
+  // The join contract's other side (docs/design.md): once the barrier opened every member's join
+  // has succeeded. A member lost then, before it counted itself through (mw/join/through, as if
+  // its process died there), must neither hold rank 0's join until its deadline (rank 0 waits for
+  // every member to be through) nor leave a world that formed without it looking healthy: the
+  // store announces the loss as the formed world's (peer_died, naming it).
+  for (int size = 2; size <= 5; ++size) {
+    const std::string name = "fp_through" + std::to_string(size);
+    const std::string point = "mw/join/through/" + name;
+    mw::failpoints::Mode mode;
+    mode.once = true;  // the first member past the opening, whichever it is (never rank 0)
+    REQUIRE(mw::failpoints::enable(point, mode).ok());
+    std::vector<std::unique_ptr<mw::WorldManager>> managers;
+    for (int r = 0; r < size; ++r) managers.push_back(std::make_unique<mw::WorldManager>());
+    mw::WorldOptions o;
+    o.name = name;
+    o.size = size;
+    o.rank = 0;
+    const auto t0 = mw::Clock::now();
+    const auto deadline = mw::deadlineIn(30s);
+    mw::Work j0 = managers[0]->initWorldAsync(o, deadline);
+    o.store.port = LocalWorld::waitForPort(*managers[0], name);
+    REQUIRE(o.store.port != 0);
+    std::vector<mw::Status> joined(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    for (int r = 1; r < size; ++r) {
+      threads.emplace_back([&, r, o]() mutable {
+        o.rank = r;
+        joined[static_cast<size_t>(r)] = managers[static_cast<size_t>(r)]->initWorld(o, deadline);
+      });
+    }
+    joined[0] = j0.wait();
+    const auto joins_took = mw::Clock::now() - t0;
+    for (auto& t : threads) t.join();
+    mw::failpoints::disable(point).ignore();  // once: it may have disabled itself
+    std::string joins;
+    int lost = -1, losses = 0;
+    for (int r = 0; r < size; ++r) {
+      const mw::Status& s = joined[static_cast<size_t>(r)];
+      joins += "\n  rank " + std::to_string(r) + ": " + s.toString();
+      if (!s.ok()) {
+        lost = r;
+        ++losses;
+      }
+    }
+    INFO("size " << size << joins);
+    REQUIRE(losses == 1);
+    CHECK(lost != 0);
+    CHECK(joined[static_cast<size_t>(lost)].message().find("injected by failpoint " + point) !=
+          std::string::npos);
+    // Not its deadline: 30 s; a join here takes well under a second.
+    CHECK(joins_took < 15s);
+    // Every other member's world breaks, the loss named, within a few heartbeat timeouts.
+    for (int r = 0; r < size; ++r) {
+      if (r == lost) continue;
+      const auto until = mw::deadlineIn(scaled(5000));
+      mw::Result<mw::WorldInfo> info = managers[static_cast<size_t>(r)]->world(name);
+      while (info.ok() && info->state != mw::WorldState::kBroken && mw::Clock::now() < until) {
+        std::this_thread::sleep_for(5ms);
+        info = managers[static_cast<size_t>(r)]->world(name);
+      }
+      REQUIRE(info.ok());
+      INFO("rank " << r);
+      REQUIRE(info->state == mw::WorldState::kBroken);
+      REQUIRE(info->broken.has_value());
+      CHECK(info->broken->cause == mw::Cause::kPeerDied);
+      CHECK(info->broken->peer_rank == lost);
+    }
+  }
+}
+
 TEST_CASE("members that take longer to connect than the heartbeat timeout come up healthy",
           "[failpoint]") {
   // The store times the members' silence from the moment all have joined its link; their Gloo

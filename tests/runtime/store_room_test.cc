@@ -289,7 +289,8 @@ TEST_CASE("a member lost once the join barrier has begun shuts it, naming the me
   CHECK(*waited == "lost: rank 2 peer_died: connection to rank 2 closed");
   // The last member in, opening it after the loss, finds it shut: it stays so.
   CHECK(client->compareSet("mw/join/open", true, "", "1", in(2000)).value() == *waited);
-  // A leave shuts it the same way; after the opening a loss leaves it open.
+  // A leave shuts it the same way; after the opening a loss leaves it open, and is the formed
+  // world's: announced to the others, and rank 0 need not wait for it to count itself through.
   auto left = startServer(worldStore(2));
   auto l0 = joinAs(*left, 0, "w1", 2);
   auto l1 = joinAs(*left, 1, "w1", 2);
@@ -307,6 +308,19 @@ TEST_CASE("a member lost once the join barrier has begun shuts it, naming the me
   o1.reset();
   auto o1_again = joinAs(*opened, 1, "w1", 2);  // served once the store has seen the close
   CHECK(oc->get("mw/join/open", in(2000)).value() == "1");
+  CHECK(oc->get("mw/join/through", in(2000)).value() ==
+        "lost: rank 1 peer_died: connection to rank 1 closed");
+  std::vector<MemberNotice> notices;
+  const auto until = in(5000);
+  while (notices.empty() && Clock::now() < until) {
+    auto read = o0->readNotices();
+    REQUIRE(read.ok());
+    notices = std::move(read).value();
+    if (notices.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].rank == 1);
+  CHECK(notices[0].cause == Cause::kPeerDied);
 }
 
 TEST_CASE("a world whose rank had a ghost forms healthy", "[runtime][store]") {

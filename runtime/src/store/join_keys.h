@@ -16,7 +16,10 @@ inline constexpr std::string_view kJoinConnected = "mw/join/connected";
 inline constexpr std::string_view kJoinOpen = "mw/join/open";
 inline constexpr std::string_view kJoinOpenValue = "1";
 inline constexpr std::string_view kJoinLostPrefix = "lost: ";
-// Counted up by each member but rank 0 once past the opening; the last sets kJoinThrough.
+// Counted up by each member but rank 0 once past the opening; the last sets kJoinThrough. The
+// store sets kJoinThrough itself (kJoinLostPrefix + "rank R <cause>: <detail>") when a member is
+// lost after the opening, before it is set: that member may never count itself through, and its
+// loss is then announced as a formed world's.
 inline constexpr std::string_view kJoinThroughCount = "mw/join/through_count";
 inline constexpr std::string_view kJoinThrough = "mw/join/through";
 

@@ -149,12 +149,25 @@ void Server::onFormed(Conn& c) {
   }
 }
 
+bool Server::joinBarrierOpened() const {
+  const std::string* open = table_.find(std::string(kJoinOpen));
+  return open != nullptr && *open == kJoinOpenValue;
+}
+
 void Server::shutJoinBarrier(int rank, Cause cause, const std::string& detail) {
   if (table_.find(std::string(kJoinConnected)) == nullptr) return;  // a ghost: the rank may rejoin
+  const std::string why = std::string(kJoinLostPrefix) + "rank " + std::to_string(rank) + " " +
+                          causeName(cause) + ": " + detail;
   const std::string open(kJoinOpen);
-  if (table_.find(open) != nullptr) return;  // opened (or shut by an earlier loss)
-  setKey(open, std::string(kJoinLostPrefix) + "rank " + std::to_string(rank) + " " +
-                   causeName(cause) + ": " + detail);
+  if (const std::string* value = table_.find(open); value != nullptr) {
+    // Opened: every member's join has succeeded, and this loss is the formed world's (closeConn
+    // announces it). Rank 0 waits for every other member to count itself through, which this
+    // one may never do now: it need not wait any longer.
+    const std::string through(kJoinThrough);
+    if (*value == kJoinOpenValue && table_.find(through) == nullptr) setKey(through, why);
+    return;
+  }
+  setKey(open, why);
 }
 
 void Server::onBroken(Conn& c, const msg::Broken& m) {

@@ -186,8 +186,9 @@ void Server::closeConn(Conn& c, Cause cause, const std::string& detail, bool lin
   if (c.rank >= 0) {
     // A member whose world has not formed (it sent no FORMED) that goes is no loss: its slot is
     // free for a new connection of that rank (store-protocol.md, "Membership"). Unless the join
-    // barrier has begun: then the others' joins fail now (shutJoinBarrier).
-    if (c.formed) events_.push_back({c.rank, cause, detail});
+    // barrier has begun: then the others' joins fail now (shutJoinBarrier); or it has opened:
+    // then every join has succeeded, and the loss is the formed world's.
+    if (c.formed || joinBarrierOpened()) events_.push_back({c.rank, cause, detail});
     shutJoinBarrier(c.rank, cause, detail);
     members_[static_cast<size_t>(c.rank)] = 0;
     --joined_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/failpoint.h"
 #include "store/join_keys.h"
 #include "worlds/backend_factory.h"
 
@@ -164,6 +165,15 @@ Status World::joinBarrier(Deadline deadline) {
       return failed("waiting for every member to be through the join", s);
     }
     return Status::Ok();
+  }
+  // A fault injected here (mw/join/through) is this member lost between the opening and its count
+  // through, as if its process died: its join ends, its link closes, and the store announces the
+  // loss to a world that formed at every other member (store_membership.cc, shutJoinBarrier).
+  if (auto injected = detail::FailPoint("mw/join/through", o.name).check()) {
+    return Status(Code::kIoError, "world '" + o.name +
+                                      "': lost between the opening of the join barrier and "
+                                      "counting itself through" +
+                                      injected->suffix());
   }
   // Every member is connected: this join has succeeded whatever happens now. Counting through
   // keeps rank 0's store up until every member is past the wait above; a store gone meanwhile
