@@ -360,6 +360,44 @@ TEST_CASE("the delay point slows each operation of its world and breaks nothing"
   requireHealthy(b);
 }
 
+namespace {
+
+// Members 0..size-1 of world `name`, each with a manager of its own, joining at once (deadline
+// 30 s): rank 0 first, to learn the store's port; the others from threads.
+struct JoinedAtOnce {
+  std::vector<std::unique_ptr<mw::WorldManager>> managers;
+  std::vector<mw::Status> joined;  // each member's initWorld
+  mw::Clock::duration took{};      // until every join returned
+};
+
+JoinedAtOnce joinAtOnce(const std::string& name, int size) {
+  JoinedAtOnce j;
+  for (int r = 0; r < size; ++r) j.managers.push_back(std::make_unique<mw::WorldManager>());
+  j.joined.resize(static_cast<size_t>(size));
+  mw::WorldOptions o;
+  o.name = name;
+  o.size = size;
+  o.rank = 0;
+  const auto t0 = mw::Clock::now();
+  const auto deadline = mw::deadlineIn(30s);
+  mw::Work j0 = j.managers[0]->initWorldAsync(o, deadline);
+  o.store.port = LocalWorld::waitForPort(*j.managers[0], name);
+  REQUIRE(o.store.port != 0);
+  std::vector<std::thread> threads;
+  for (int r = 1; r < size; ++r) {
+    threads.emplace_back([&, r, o]() mutable {
+      o.rank = r;
+      j.joined[static_cast<size_t>(r)] = j.managers[static_cast<size_t>(r)]->initWorld(o, deadline);
+    });
+  }
+  j.joined[0] = j0.wait();
+  for (auto& t : threads) t.join();
+  j.took = mw::Clock::now() - t0;
+  return j;
+}
+
+}  // namespace
+
 TEST_CASE("a member whose join fails at the barrier fails every other member's join at once",
           "[failpoint][lifecycle]") {
   // The join barrier (docs/design.md, "The join contract"): the last member counted in fails to
@@ -373,26 +411,9 @@ TEST_CASE("a member whose join fails at the barrier fails every other member's j
     mw::failpoints::Mode mode;
     mode.failnum = ECONNRESET;
     REQUIRE(mw::failpoints::enable(point, mode).ok());  // only the last member in calls it
-    std::vector<std::unique_ptr<mw::WorldManager>> managers;
-    for (int r = 0; r < size; ++r) managers.push_back(std::make_unique<mw::WorldManager>());
-    mw::WorldOptions o;
-    o.name = name;
-    o.size = size;
-    o.rank = 0;
-    const auto deadline = mw::deadlineIn(30s);
-    mw::Work j0 = managers[0]->initWorldAsync(o, deadline);
-    o.store.port = LocalWorld::waitForPort(*managers[0], name);
-    REQUIRE(o.store.port != 0);
-    std::vector<mw::Status> joined(static_cast<size_t>(size));
-    std::vector<std::thread> threads;
-    for (int r = 1; r < size; ++r) {
-      threads.emplace_back([&, r, o]() mutable {
-        o.rank = r;
-        joined[static_cast<size_t>(r)] = managers[static_cast<size_t>(r)]->initWorld(o, deadline);
-      });
-    }
-    joined[0] = j0.wait();
-    for (auto& t : threads) t.join();
+    JoinedAtOnce j = joinAtOnce(name, size);
+    auto& managers = j.managers;
+    const std::vector<mw::Status>& joined = j.joined;
     REQUIRE(mw::failpoints::disable(point).ok());
     std::string joins;
     int opener = -1, openers = 0;
@@ -443,28 +464,9 @@ TEST_CASE("a member lost after the join barrier opened fails no join and breaks 
     mw::failpoints::Mode mode;
     mode.once = true;  // the first member past the opening, whichever it is (never rank 0)
     REQUIRE(mw::failpoints::enable(point, mode).ok());
-    std::vector<std::unique_ptr<mw::WorldManager>> managers;
-    for (int r = 0; r < size; ++r) managers.push_back(std::make_unique<mw::WorldManager>());
-    mw::WorldOptions o;
-    o.name = name;
-    o.size = size;
-    o.rank = 0;
-    const auto t0 = mw::Clock::now();
-    const auto deadline = mw::deadlineIn(30s);
-    mw::Work j0 = managers[0]->initWorldAsync(o, deadline);
-    o.store.port = LocalWorld::waitForPort(*managers[0], name);
-    REQUIRE(o.store.port != 0);
-    std::vector<mw::Status> joined(static_cast<size_t>(size));
-    std::vector<std::thread> threads;
-    for (int r = 1; r < size; ++r) {
-      threads.emplace_back([&, r, o]() mutable {
-        o.rank = r;
-        joined[static_cast<size_t>(r)] = managers[static_cast<size_t>(r)]->initWorld(o, deadline);
-      });
-    }
-    joined[0] = j0.wait();
-    const auto joins_took = mw::Clock::now() - t0;
-    for (auto& t : threads) t.join();
+    JoinedAtOnce j = joinAtOnce(name, size);
+    auto& managers = j.managers;
+    const std::vector<mw::Status>& joined = j.joined;
     mw::failpoints::disable(point).ignore();  // once: it may have disabled itself
     std::string joins;
     int lost = -1, losses = 0;
@@ -482,7 +484,7 @@ TEST_CASE("a member lost after the join barrier opened fails no join and breaks 
     CHECK(joined[static_cast<size_t>(lost)].message().find("injected by failpoint " + point) !=
           std::string::npos);
     // Not its deadline: 30 s; a join here takes well under a second.
-    CHECK(joins_took < 15s);
+    CHECK(j.took < 15s);
     // Every other member's world breaks, the loss named, within a few heartbeat timeouts.
     for (int r = 0; r < size; ++r) {
       if (r == lost) continue;
