@@ -308,7 +308,7 @@ TEST_CASE("a member lost once the join barrier has begun shuts it, naming the me
   o1.reset();
   auto o1_again = joinAs(*opened, 1, "w1", 2);  // served once the store has seen the close
   CHECK(oc->get("mw/join/open", in(2000)).value() == "1");
-  CHECK(oc->get("mw/join/through", in(2000)).value() ==
+  CHECK(oc->get("mw/join/through/1", in(2000)).value() ==
         "lost: rank 1 peer_died: connection to rank 1 closed");
   std::vector<MemberNotice> notices;
   const auto until = in(5000);

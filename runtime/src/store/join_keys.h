@@ -4,6 +4,7 @@
 // (store_membership.cc).
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace mw::store {
@@ -16,11 +17,14 @@ inline constexpr std::string_view kJoinConnected = "mw/join/connected";
 inline constexpr std::string_view kJoinOpen = "mw/join/open";
 inline constexpr std::string_view kJoinOpenValue = "1";
 inline constexpr std::string_view kJoinLostPrefix = "lost: ";
-// Counted up by each member but rank 0 once past the opening; the last sets kJoinThrough. The
-// store sets kJoinThrough itself (kJoinLostPrefix + "rank R <cause>: <detail>") when a member is
-// lost after the opening, before it is set: that member may never count itself through, and its
-// loss is then announced as a formed world's.
-inline constexpr std::string_view kJoinThroughCount = "mw/join/through_count";
-inline constexpr std::string_view kJoinThrough = "mw/join/through";
+// Set to "1" by each member but rank 0 once past the opening: kJoinThroughPrefix + its rank
+// (joinThroughKey). Rank 0 waits for all of them. The store sets a member's key itself
+// (kJoinLostPrefix + "rank R <cause>: <detail>") when that member is lost after the opening with
+// its key unset: it may never set it now, and its loss is announced as a formed world's. One key
+// per member, not a count: a member that went after setting its own is never counted twice.
+inline constexpr std::string_view kJoinThroughPrefix = "mw/join/through/";
+inline std::string joinThroughKey(int rank) {
+  return std::string(kJoinThroughPrefix) + std::to_string(rank);
+}
 
 }  // namespace mw::store

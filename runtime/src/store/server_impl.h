@@ -224,8 +224,9 @@ class Server final : public StoreServer {
   // <cause>: <detail>"), which ends every other member's join at once instead of at its deadline.
   // Before the first count, and after the opening, it does nothing.
   // A member of rank `rank` is lost (closeConn). Once the join barrier has begun and before it
-  // opened, shuts it (kJoinOpen := "lost: ..."); once it opened, sets kJoinThrough to the same
-  // text, so that rank 0 waits no longer for that member to count itself through.
+  // opened, shuts it (kJoinOpen := "lost: ..."); once it opened, sets the member's through key
+  // (joinThroughKey) to the same text when it is unset, so that rank 0 waits no longer for that
+  // member to count itself through.
   void shutJoinBarrier(int rank, Cause cause, const std::string& detail);
   // Whether the join barrier has opened (kJoinOpen is kJoinOpenValue): every member's join has
   // succeeded.

@@ -161,10 +161,12 @@ void Server::shutJoinBarrier(int rank, Cause cause, const std::string& detail) {
   const std::string open(kJoinOpen);
   if (const std::string* value = table_.find(open); value != nullptr) {
     // Opened: every member's join has succeeded, and this loss is the formed world's (closeConn
-    // announces it). Rank 0 waits for every other member to count itself through, which this
-    // one may never do now: it need not wait any longer.
-    const std::string through(kJoinThrough);
-    if (*value == kJoinOpenValue && table_.find(through) == nullptr) setKey(through, why);
+    // announces it). Rank 0 waits for every other member to count itself through; this one, if
+    // it had not, never will now: it is counted through as lost.
+    const std::string through = joinThroughKey(rank);
+    if (*value == kJoinOpenValue && rank != 0 && table_.find(through) == nullptr) {
+      setKey(through, why);
+    }
     return;
   }
   setKey(open, why);

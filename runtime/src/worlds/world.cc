@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "base/failpoint.h"
 #include "store/join_keys.h"
@@ -161,7 +162,9 @@ Status World::joinBarrier(Deadline deadline) {
                                           std::string(why));
   }
   if (o.rank == 0) {
-    if (Status s = client_->wait({std::string(store::kJoinThrough)}, deadline); !s.ok()) {
+    std::vector<std::string> through;
+    for (int r = 1; r < o.size; ++r) through.push_back(store::joinThroughKey(r));
+    if (Status s = client_->wait(through, deadline); !s.ok()) {
       return failed("waiting for every member to be through the join", s);
     }
     return Status::Ok();
@@ -179,10 +182,7 @@ Status World::joinBarrier(Deadline deadline) {
   // keeps rank 0's store up until every member is past the wait above; a store gone meanwhile
   // (rank 0 through first and left, closing it before this member's last reply was sent) is its
   // world's break, which the watchdog reports, not a failed join.
-  auto through = client_->add(std::string(store::kJoinThroughCount), 1, deadline);
-  if (through.ok() && *through == o.size - 1) {
-    client_->set(std::string(store::kJoinThrough), "1", deadline).ignore();
-  }
+  client_->set(store::joinThroughKey(o.rank), "1", deadline).ignore();
   return Status::Ok();
 }
 
