@@ -22,8 +22,9 @@ scenario {
   name = "FSDP2 trains on over one world while its process's other world breaks",
   -- torch and FSDP2 take 2-4 s to import beside two busy loops, and the first step builds what
   -- FSDP2 needs (up to 5.8 s after the start there): the warm-up covers the first steps, the
-  -- fault comes 3 s after it, and the restarted peer is back (imported, joined) within 8 s.
-  duration = "19s",
+  -- fault comes 3 s after it, and the restarted peer is back (imported, joined) within 10 s (7.2
+  -- and 7.3 s beside two busy loops, one of them in the whole test command).
+  duration = "22s",
   warmup = "6s",
   worlds = { a = { heartbeat = "2s" }, b = { heartbeat = "1s" } },
   roles = {
@@ -38,7 +39,7 @@ scenario {
   expect = {
     broken = { "b" },
     detected_within = { b = "1s" },
-    replacement_within = "8s",
+    replacement_within = "10s",
     throughput = { throughput_kept { metric = "steps", role = "main", ratio = 0.5 } },
   },
 }

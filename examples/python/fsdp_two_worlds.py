@@ -142,19 +142,27 @@ def main_role(worlds, stop):
                for i, w in enumerate(worlds)]
     for t in threads:
         t.start()
-    while not stop.is_set():
-        stop.wait(0.2)
-    for t in threads:
-        t.join(30)
-    manager.close()
-    return 0
+    return wind_up(manager, threads, stop)
 
 
 def peer_role(world, stop):
     torch.set_num_threads(1)
     manager = mw.WorldManager()
-    run_world(manager, world, 1, stop, Seen())
+    thread = threading.Thread(target=run_world, args=(manager, world, 1, stop, Seen()),
+                              daemon=True)
+    thread.start()
+    return wind_up(manager, [thread], stop)
+
+
+def wind_up(manager, threads, stop):
+    """Once `stop` is set: removes every world first, so that a step in flight (a first FSDP2
+    step takes seconds on a busy machine) ends at its next collective instead of running to its
+    end, then joins the training threads."""
+    while not stop.is_set():
+        stop.wait(0.2)
     manager.close()
+    for t in threads:
+        t.join(30)
     return 0
 
 
