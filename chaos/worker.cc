@@ -22,6 +22,7 @@
 
 #include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
+#include "chaos/traffic_window.h"
 #include "chaos/worker_config.h"
 #include "chaos/worker_wake.h"
 #include "multiworld/multiworld.h"
@@ -84,18 +85,6 @@ struct WorldConf {
 };
 
 // Per-world counters of the current window, swapped out by the reporter.
-struct Window {
-  std::mutex mu;
-  long long bytes = 0, ops = 0, lat_sum = 0, lat_max = 0;
-  void add(long long b, long long lat_ns) {
-    std::lock_guard lock(mu);
-    bytes += b;
-    ++ops;
-    lat_sum += lat_ns;
-    lat_max = std::max(lat_max, lat_ns);
-  }
-};
-
 // Thread rules. run() is called once, by the main thread: it joins the worlds, then reads the
 // commands and the signals (poll() on stdin and a signalfd), and at the stop it stops and joins
 // every other thread before it returns. Those are std::jthread members:
@@ -135,7 +124,7 @@ class Worker {
       c.rejoin = w.rejoin;
       c.start = w.start;
       worlds_[o.name] = c;
-      windows_[o.name] = std::make_unique<Window>();
+      windows_[o.name] = std::make_unique<mw::chaos::TrafficWindows>();
       removed_[o.name] = false;  // every key exists before the threads start
     }
   }
@@ -151,6 +140,7 @@ class Worker {
     if (!joinAtStart(signals)) fatal("could not join every world of role '" + role_ + "' in 30 s");
     cpu_.emplace();
     const mw::Clock::time_point ready = mw::Clock::now();
+    for (auto& [name, w] : windows_) w->start(ready, window_);  // before the loops and reporter
     say(lines::Ready{nowNs(ready)});
     ready_at_.store(ready.time_since_epoch().count(), std::memory_order_release);
     for (const auto& t : traffic_) {
@@ -201,7 +191,9 @@ class Worker {
     for (const auto& [name, c] : worlds_) {
       if (!c.start) continue;
       joins.emplace_back([&, o = c.options] {
-        if (!joinUntilStopped(o, until)) ++failed;
+        // Every try may take until the 30 s are over: the members of a world join at once, and
+        // a loaded machine must not turn a slow join into a world broken at the start.
+        if (!joinUntilStopped(o, until, 10s)) ++failed;
         if (--pending == 0) joined->signal();
       });
     }
@@ -280,7 +272,7 @@ class Worker {
       std::lock_guard lock(joiners_mu_);
       joiners.swap(joiners_);  // spawnJoin starts none from now on
     }
-    joiners.clear();  // a join gives up within 2 s of the stop (its try's deadline)
+    joiners.clear();  // the stop cancelled each join's try in progress (joinUntilStopped)
     for (auto& [name, c] : worlds_) manager_.removeWorld(name).ignore();
     reporter_.join();  // at the end of the window the stop fell in
   }
@@ -298,13 +290,22 @@ class Worker {
 
   // (Re)joins a world, retrying until it is healthy, the worker stops or `until` passes.
   // A machine that cannot run the world (no GPU, ...) ends the worker: "error unavailable: ...".
-  bool joinUntilStopped(const mw::WorldOptions& o, mw::Deadline until = mw::Deadline::max()) {
+  // Each try may take `attempt`, doubled (up to 10 s) after each try that timed out: a loaded
+  // machine (33 processes joining 32 worlds on 2 cores) can take more than 2 s for a join, and a
+  // try that times out at one member after another member's returned breaks the world at the
+  // other (docs/design.md, "Joining"). Short first tries still find a re-created store quickly
+  // (a replacement that reached the old store of a broken world fails fast when it goes). The
+  // stop cancels the try in progress (removeWorld), so the stop never waits for a try's deadline.
+  bool joinUntilStopped(const mw::WorldOptions& o, mw::Deadline until = mw::Deadline::max(),
+                        mw::Clock::duration attempt = 2s) {
     const std::stop_token stop = stop_.get_token();
+    const std::stop_callback cancel(stop, [&] { manager_.removeWorld(o.name).ignore(); });
     while (!stop.stop_requested() && mw::Clock::now() < until) {
-      mw::Status s = manager_.initWorld(o, std::min(until, mw::deadlineIn(2s)));
+      mw::Status s = manager_.initWorld(o, std::min(until, mw::deadlineIn(attempt)));
       if (s.ok()) return true;
       if (s.code() == mw::Code::kInvalidUsage) return true;  // exists already
       if (s.code() == mw::Code::kUnavailable) fatal("unavailable: " + s.message());
+      if (s.code() == mw::Code::kTimeout) attempt = std::min<mw::Clock::duration>(2 * attempt, 10s);
       say(lines::JoinFail{nowNs(), o.name, s.toString()});
       mw::chaos::sleepUntil(stop, std::min(until, mw::deadlineIn(20ms)));  // before the next try
     }
@@ -360,11 +361,8 @@ class Worker {
   void reportWindow(mw::Clock::time_point t) {
     for (auto& [name, w] : windows_) {
       lines::Metrics m{nowNs(t), name};
-      {
-        std::lock_guard lock(w->mu);
-        m.bytes = w->bytes, m.ops = w->ops, m.lat_sum_ns = w->lat_sum, m.lat_max_ns = w->lat_max;
-        w->bytes = w->ops = w->lat_sum = w->lat_max = 0;
-      }
+      const mw::chaos::WindowCounts c = w->take();  // what completed in the window ending at t
+      m.bytes = c.bytes, m.ops = c.ops, m.lat_sum_ns = c.lat_sum_ns, m.lat_max_ns = c.lat_max_ns;
       auto info = manager_.world(name);
       m.generation = info.ok() ? info->generation : 0;
       say(m);
@@ -384,7 +382,7 @@ class Worker {
     const size_t count = std::max<size_t>(1, t.bytes / elem);
     Buffer buf(count * elem, wc.options.device);
     mw::Tensor tensor{buf.data(), t.dtype, count, wc.options.device};
-    Window& win = *windows_.at(t.world);
+    mw::chaos::TrafficWindows& win = *windows_.at(t.world);
     if (t.pattern == Pattern::kPipeline && rank >= 2) {
       mw::chaos::waitForStop(stop);  // a pipeline moves data from rank 0 to rank 1 only
       return;
@@ -418,9 +416,9 @@ class Worker {
         s = comm_.broadcast(t.world, tensor, t.root).synchronize();
       }
       if (s.ok()) {
-        win.add(
-            moved,
-            std::chrono::duration_cast<std::chrono::nanoseconds>(mw::Clock::now() - t0).count());
+        const auto done = mw::Clock::now();
+        win.add(done, moved,
+                std::chrono::duration_cast<std::chrono::nanoseconds>(done - t0).count());
       }
       if (period.count() > 0) {
         slot += period;
@@ -436,7 +434,7 @@ class Worker {
   std::chrono::milliseconds window_{100};
   std::string fifo_prefix_;
   std::map<std::string, WorldConf> worlds_;
-  std::map<std::string, std::unique_ptr<Window>> windows_;
+  std::map<std::string, std::unique_ptr<mw::chaos::TrafficWindows>> windows_;
   std::map<std::string, std::atomic<bool>> removed_;
   std::vector<mw::chaos::WorkerTraffic> traffic_;
   mw::WorldManager manager_;
