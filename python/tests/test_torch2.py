@@ -147,6 +147,40 @@ def test_the_gloo_baseline_is_a_group_torch_accepts():
     assert run_threads([lambda r=r: body(r) for r in range(2)]) == [[3.0, 3.0]] * 2
 
 
+def test_the_active_ddp_attribute_is_the_one_torch_sets_in_a_forward():
+    """The adapter's forget_active_ddp lets go of ``DistributedDataParallel._active_ddp_module``:
+    that is the attribute torch sets to the DDP whose forward runs (and puts back after it)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    w = LocalWorld(1)
+    pg = mwtorch.process_group(w.managers[0], w.name)
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            seen.append(getattr(DDP, "_active_ddp_module", "absent"))
+            return self.lin(x)
+
+    try:
+        ddp = DDP(Probe(), process_group=pg)
+        before = getattr(DDP, "_active_ddp_module", "absent")
+        ddp(torch.ones(1, 2)).sum().backward()
+        assert seen == [ddp], "torch no longer keeps the running DDP in _active_ddp_module"
+        assert getattr(DDP, "_active_ddp_module", "absent") is before
+        DDP._active_ddp_module = ddp  # what overlapping forwards in two threads can leave
+        assert mwtorch._adapter.forget_active_ddp() is True
+        assert DDP._active_ddp_module is None
+        assert mwtorch._adapter.forget_active_ddp() is False
+    finally:
+        DDP._active_ddp_module = None
+        pg.close()
+        w.close()
+
+
 def test_many_groups_from_several_threads_get_distinct_names():
     ws = [LocalWorld(1) for _ in range(4)]
     try:

@@ -173,19 +173,6 @@ def _task_names():
     return sorted(names)
 
 
-def _forget_torch_active_ddp():
-    """torch 2.x's DDP keeps the module whose forward runs in a class attribute,
-    ``DistributedDataParallel._active_ddp_module`` (for TorchDynamo), saved and restored around
-    each forward (``_inside_ddp_forward``) without a lock. Two threads' forwards that overlap can
-    leave one of the modules there after both ended (A saves None, B saves A's, A restores None,
-    B restores A's), and with it that DDP's process group, its world's manager, the manager's
-    watchdog thread and its eventfd, until the next DDP forward anywhere in the process. That is
-    torch's, not a leak of ours (seen under 2.15: one extra watchdog thread and eventfd after some
-    cycles, gone after later ones; docs/python.md): the check lets go of it before counting."""
-    if getattr(DDP, "_active_ddp_module", None) is not None:
-        DDP._active_ddp_module = None
-
-
 def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     def cycle():
         w = LocalWorld(2)
@@ -199,7 +186,10 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
         w.close()
 
     cycle()  # the waiter threads and torch's own are made once
-    _forget_torch_active_ddp()
+    # torch 2.x may keep a finished DDP, and with it a world's manager, in a class attribute when
+    # two threads' forwards overlapped: torch's, not a leak of ours (the adapter's
+    # forget_active_ddp, docs/python.md). The check lets go of it before counting.
+    mwtorch._adapter.forget_active_ddp()
     gc.collect()
     before = _open_fds()
     fds = len(before)
@@ -212,7 +202,7 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     mid_tasks = len(os.listdir("/proc/self/task"))
     for _ in range(50):
         cycle()
-    _forget_torch_active_ddp()
+    mwtorch._adapter.forget_active_ddp()
     after = _settled_fds(len(mid))
     # Exactly what the first cycle left, and no growth over the last 50; every new descriptor is
     # named when this fails.

@@ -49,3 +49,9 @@ def device_mesh(pg, device_type):
     """torch 1.x has no DeviceMesh."""
     import torch
     raise RuntimeError(f"torch {torch.__version__} has no DeviceMesh (torch 2.x has)")
+
+
+def forget_active_ddp():
+    """torch 1.x's DDP keeps no module in a class attribute: nothing to let go of (the torch 2.x
+    adapter's forget_active_ddp). Returns False."""
+    return False

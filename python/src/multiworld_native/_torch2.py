@@ -10,7 +10,8 @@ collectives (which find a group by name) all see it.
 Private: ``_world`` (``pg_map``, ``pg_names``, ``pg_group_ranks``, ``pg_backend_config``,
 ``tags_to_pg``, ``pg_to_tag``); ``ProcessGroup._register_backend``, ``_set_default_backend``,
 ``_set_group_name``, ``_set_group_desc``; ``_register_process_group`` /
-``_unregister_process_group``. tests/test_torch2.py checks each against what torch reads."""
+``_unregister_process_group``; ``DistributedDataParallel._active_ddp_module``.
+tests/test_torch2.py checks each against what torch reads."""
 
 import torch
 import torch.distributed as dist
@@ -116,3 +117,20 @@ def device_mesh(pg, device_type):
     mesh._dim_group_names = [pg.group_name]
     mesh._pg_registry[pg.group_name] = pg
     return mesh
+
+
+def forget_active_ddp():
+    """Lets go of the DDP module torch 2.x keeps in the class attribute
+    ``DistributedDataParallel._active_ddp_module`` (for TorchDynamo), saved and restored around
+    each forward (``_inside_ddp_forward``) without a lock. Two threads' forwards that overlap can
+    leave one of the modules there after both ended (A saves None, B saves A's, A restores None,
+    B restores A's), and with it that DDP's process group, its world's manager, the manager's
+    watchdog thread and its eventfd, until the next DDP forward anywhere in the process
+    (docs/python.md). Returns whether a module was there. Only for a process whose DDP forwards
+    have all ended: the attribute is read by a forward in flight."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if getattr(DDP, "_active_ddp_module", None) is None:
+        return False
+    DDP._active_ddp_module = None
+    return True
