@@ -218,15 +218,13 @@ class Server final : public StoreServer {
   std::string joinError(const msg::MemberJoin& m) const;
   void onBroken(Conn& c, const msg::Broken& m);
   void onFormed(Conn& c);
-  // Member `rank` was lost (`cause`, `detail`). Once a member has counted itself in at the join
-  // barrier (join_keys.h), every member's connections were up, so no later connection of that
-  // rank can take its place: a barrier not yet open is shut for good (kJoinOpen = "lost: rank R
-  // <cause>: <detail>"), which ends every other member's join at once instead of at its deadline.
-  // Before the first count, and after the opening, it does nothing.
-  // A member of rank `rank` is lost (closeConn). Once the join barrier has begun and before it
-  // opened, shuts it (kJoinOpen := "lost: ..."); once it opened, sets the member's through key
-  // (joinThroughKey) to the same text when it is unset, so that rank 0 waits no longer for that
-  // member to count itself through.
+  // Member `rank` was lost (`cause`, `detail`; called by closeConn). Before any member counted
+  // itself in at the join barrier (join_keys.h) it does nothing: a later connection of that rank
+  // may take its place. Once one has, every member's connections were up, so none can: a barrier
+  // not yet open is shut for good (kJoinOpen := "lost: rank R <cause>: <detail>"), which ends
+  // every other member's join at once instead of at its deadline. Once it opened, every join has
+  // succeeded: the member's through key (joinThroughKey) is set to the same text when it is unset,
+  // so that rank 0 waits no longer for that member to count itself through.
   void shutJoinBarrier(int rank, Cause cause, const std::string& detail);
   // Whether the join barrier has opened (kJoinOpen is kJoinOpenValue): every member's join has
   // succeeded.
