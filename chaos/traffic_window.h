@@ -48,7 +48,7 @@ class TrafficWindows {
  private:
   int64_t indexOf(mw::Clock::time_point t) const;  // may be < 0
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   mw::Clock::time_point origin_{};
   mw::Clock::duration width_{std::chrono::milliseconds(100)};
   int64_t next_ = 0;                        // the oldest window not yet taken; GUARDED_BY(mu_)

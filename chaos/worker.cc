@@ -84,7 +84,6 @@ struct WorldConf {
   bool start = true;
 };
 
-// Per-world counters of the current window, swapped out by the reporter.
 // Thread rules. run() is called once, by the main thread: it joins the worlds, then reads the
 // commands and the signals (poll() on stdin and a signalfd), and at the stop it stops and joins
 // every other thread before it returns. Those are std::jthread members:
@@ -293,9 +292,10 @@ class Worker {
   // Each try may take `attempt`, doubled (up to 10 s) after each try that timed out: a loaded
   // machine (33 processes joining 32 worlds on 2 cores) can take more than 2 s for a join, and a
   // try that times out at one member after another member's returned breaks the world at the
-  // other (docs/design.md, "Joining"). Short first tries still find a re-created store quickly
-  // (a replacement that reached the old store of a broken world fails fast when it goes). The
-  // stop cancels the try in progress (removeWorld), so the stop never waits for a try's deadline.
+  // other (docs/design.md, "The join contract"). Short first tries still find a re-created store
+  // quickly (a replacement that reached the old store of a broken world fails fast when it goes).
+  // The stop cancels the try in progress (removeWorld), so the stop never waits for a try's
+  // deadline.
   bool joinUntilStopped(const mw::WorldOptions& o, mw::Deadline until = mw::Deadline::max(),
                         mw::Clock::duration attempt = 2s) {
     const std::stop_token stop = stop_.get_token();
