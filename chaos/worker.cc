@@ -22,11 +22,11 @@
 
 #include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
-#include "chaos/traffic_window.h"
 #include "chaos/worker_config.h"
 #include "chaos/worker_wake.h"
 #include "multiworld/multiworld.h"
 #include "multiworld/telemetry_lines.h"
+#include "multiworld/traffic_windows.h"
 
 namespace {
 
@@ -123,7 +123,7 @@ class Worker {
       c.rejoin = w.rejoin;
       c.start = w.start;
       worlds_[o.name] = c;
-      windows_[o.name] = std::make_unique<mw::chaos::TrafficWindows>();
+      windows_[o.name] = std::make_unique<mw::TrafficWindows>();
       removed_[o.name] = false;  // every key exists before the threads start
     }
   }
@@ -361,7 +361,7 @@ class Worker {
   void reportWindow(mw::Clock::time_point t) {
     for (auto& [name, w] : windows_) {
       lines::Metrics m{nowNs(t), name};
-      const mw::chaos::WindowCounts c = w->take();  // what completed in the window ending at t
+      const mw::WindowCounts c = w->takeThrough(t);  // what completed in the window ending at t
       m.bytes = c.bytes, m.ops = c.ops, m.lat_sum_ns = c.lat_sum_ns, m.lat_max_ns = c.lat_max_ns;
       auto info = manager_.world(name);
       m.generation = info.ok() ? info->generation : 0;
@@ -382,7 +382,7 @@ class Worker {
     const size_t count = std::max<size_t>(1, t.bytes / elem);
     Buffer buf(count * elem, wc.options.device);
     mw::Tensor tensor{buf.data(), t.dtype, count, wc.options.device};
-    mw::chaos::TrafficWindows& win = *windows_.at(t.world);
+    mw::TrafficWindows& win = *windows_.at(t.world);
     if (t.pattern == Pattern::kPipeline && rank >= 2) {
       mw::chaos::waitForStop(stop);  // a pipeline moves data from rank 0 to rank 1 only
       return;
@@ -434,7 +434,7 @@ class Worker {
   std::chrono::milliseconds window_{100};
   std::string fifo_prefix_;
   std::map<std::string, WorldConf> worlds_;
-  std::map<std::string, std::unique_ptr<mw::chaos::TrafficWindows>> windows_;
+  std::map<std::string, std::unique_ptr<mw::TrafficWindows>> windows_;
   std::map<std::string, std::atomic<bool>> removed_;
   std::vector<mw::chaos::WorkerTraffic> traffic_;
   mw::WorldManager manager_;

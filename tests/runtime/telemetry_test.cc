@@ -268,3 +268,60 @@ TEST_CASE("metrics and counters from many threads add up exactly while windows a
   CHECK(bytes == kThreads * kOps * 256LL);
   CHECK(hits == kThreads * kReports);
 }
+
+TEST_CASE("a telemetry thread held up writes each missed window with its own counts, none skipped",
+          "[runtime][telemetry]") {
+  // The harness's end of the pipe is not read for a while (a harness busy elsewhere, or a loaded
+  // machine): the telemetry thread blocks in its first write while the program runs on. Once the
+  // pipe is read again, every window since must come, each with the operations that completed in
+  // it: a thread that summed "everything since the last line" would write one window holding them
+  // all, and one that skipped ahead would leave windows out.
+  Channel ch("late");
+  const int cap = ::fcntl(ch.fds[1], F_SETPIPE_SZ, 4096);
+  REQUIRE(cap > 0);
+  const std::string filler(static_cast<size_t>(cap) - 1, '#');
+  REQUIRE(::write(ch.fds[1], (filler + "\n").data(), static_cast<size_t>(cap)) == cap);  // full
+  constexpr int kOps = 16;
+  std::string all;
+  std::jthread reader;  // outlives the manager: its end waits for the thread's writes
+  {
+    mw::WorldManager m;
+    mw::Communicator c(m);
+    REQUIRE(m.initWorld(oneRank("late"), mw::deadlineIn(scaled(10000))).ok());
+    std::vector<float> data(64, 1.0f);
+    for (int i = 0; i < kOps; ++i) {
+      REQUIRE(c.allReduce("late", mw::Tensor::cpu(data.data(), data.size())).wait().ok());
+      std::this_thread::sleep_for(50ms);  // completions >= 50 ms apart: at most 2 in a window
+    }
+    // Read again: the thread writes what it owes, and the manager's end waits for it.
+    reader = std::jthread([&] {
+      char buf[4096];
+      for (ssize_t n; (n = ::read(ch.fds[0], buf, sizeof buf)) > 0;) all.append(buf, n);
+    });
+    m.removeWorld("late").ignore();
+    std::this_thread::sleep_for(250ms);
+  }                    // the manager's end joins the telemetry thread: everything is written
+  ::close(ch.fds[1]);  // the reader sees the end
+  ch.fds[1] = -1;
+  reader.join();
+  std::istringstream in(all);
+  long long ops = 0, max_ops = 0, last_t = 0, windows = 0;
+  for (std::string l; std::getline(in, l);) {
+    const auto w = words(l);
+    if (w.size() != 8 || w[0] != "metrics" || w[2] != "late") continue;
+    INFO(l);
+    const long long t = std::stoll(w[1]);
+    if (last_t != 0) {
+      // Consecutive windows, 100 ms apart, until the last (the part of a window until the end).
+      CHECK(t > last_t);
+      CHECK(t - last_t <= 100'000'000LL);
+    }
+    ++windows;
+    last_t = t;
+    ops += std::stoll(w[5]);
+    max_ops = std::max(max_ops, std::stoll(w[5]));
+  }
+  CHECK(ops == kOps);
+  CHECK(max_ops <= 2);
+  CHECK(windows >= 8);  // 16 operations 50 ms apart: 800 ms at least
+}

@@ -10,6 +10,7 @@
 
 #include "base/mutex.h"
 #include "multiworld/status.h"
+#include "multiworld/traffic_windows.h"
 #include "multiworld/work.h"
 
 namespace mw::detail {
@@ -22,7 +23,6 @@ struct AnyWaiter {
 };
 
 struct WorkState;
-struct TrafficCounters;
 
 // What a backend does for threads that wait for one of its operations. A WorkState refers to it
 // weakly (the backend may be gone first). Thread rules: any thread.
@@ -62,8 +62,9 @@ struct WorkState {
   // Set by the backend before the Work is handed out, never changed afterwards. May be empty.
   std::weak_ptr<WorkDriver> driver;
   // Telemetry (worlds/telemetry.h), set at submission when the process reports to a harness: a
-  // successful completion adds `bytes` and the latency since `submitted` to `counters`.
-  std::shared_ptr<TrafficCounters> counters;
+  // successful completion adds `bytes` and the latency since `submitted` to `counters`, in the
+  // window it completed in.
+  std::shared_ptr<TrafficWindows> counters;
   int64_t bytes = 0;
   Clock::time_point submitted{};
   // Whether test() or waitAny has expedited the work (once is enough).

@@ -19,25 +19,6 @@ namespace mw::detail {
 
 namespace lines = mw::telemetry_lines;
 
-void TrafficCounters::add(int64_t op_bytes, int64_t latency_ns) {
-  bytes.fetch_add(op_bytes, std::memory_order_relaxed);
-  ops.fetch_add(1, std::memory_order_relaxed);
-  lat_sum_ns.fetch_add(latency_ns, std::memory_order_relaxed);
-  int64_t max = lat_max_ns.load(std::memory_order_relaxed);
-  while (latency_ns > max &&
-         !lat_max_ns.compare_exchange_weak(max, latency_ns, std::memory_order_relaxed)) {
-  }
-}
-
-TrafficCounters::Window TrafficCounters::take() {
-  Window w;
-  w.bytes = bytes.exchange(0, std::memory_order_relaxed);
-  w.ops = ops.exchange(0, std::memory_order_relaxed);
-  w.lat_sum_ns = lat_sum_ns.exchange(0, std::memory_order_relaxed);
-  w.lat_max_ns = lat_max_ns.exchange(0, std::memory_order_relaxed);
-  return w;
-}
-
 int64_t monotonicNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -49,7 +30,9 @@ namespace {
 struct AppMetrics {
   std::atomic<int> channels{0};
   Mutex mu;
-  std::map<std::string, double> sums MW_GUARDED_BY(mu);   // the current window
+  // By the window each amount was reported in: the windows of the first channel opened while
+  // none was open; taken by the reporter.
+  WindowRing<MetricSums> sums;
   std::vector<const Telemetry*> alive MW_GUARDED_BY(mu);  // oldest first
 };
 
@@ -129,12 +112,14 @@ Telemetry::Telemetry(Source& source, int fd, std::vector<std::string> ready_worl
       fd_(fd),
       ready_worlds_(std::move(ready_worlds)),
       window_(window),
+      origin_(Clock::now()),
       events_(source.subscribe()),
       thread_([this](std::stop_token st) { run(st); }) {
   // Known from the start: a world of the role that never comes up still has its windows.
   for (const auto& w : ready_worlds_) counters(w);
   AppMetrics& app = appMetrics();
   MutexLock lock(app.mu);
+  if (app.alive.empty()) app.sums.start(origin_, window_);
   app.alive.push_back(this);
   app.channels.fetch_add(1, std::memory_order_relaxed);
 }
@@ -148,10 +133,13 @@ Telemetry::~Telemetry() {
   app.channels.fetch_sub(1, std::memory_order_relaxed);
 }
 
-std::shared_ptr<TrafficCounters> Telemetry::counters(const std::string& name) {
+std::shared_ptr<TrafficWindows> Telemetry::counters(const std::string& name) {
   MutexLock lock(mu_);
   auto& c = counters_[name];
-  if (!c) c = std::make_shared<TrafficCounters>();
+  if (!c) {
+    c = std::make_shared<TrafficWindows>();
+    c->start(origin_, window_);
+  }
   return c;
 }
 
@@ -180,27 +168,26 @@ void Telemetry::checkReady() {
   write(lines::format(lines::Ready{monotonicNs(Clock::now())}));
 }
 
-void Telemetry::report(Clock::time_point window_end) {
-  std::vector<std::pair<std::string, std::shared_ptr<TrafficCounters>>> all;
+void Telemetry::report(Clock::time_point window_end, Clock::time_point stamp) {
+  std::vector<std::pair<std::string, std::shared_ptr<TrafficWindows>>> all;
   {
     MutexLock lock(mu_);
     all.assign(counters_.begin(), counters_.end());
   }
   for (const auto& [name, c] : all) {
-    const TrafficCounters::Window w = c->take();
-    write(
-        lines::format(lines::Metrics{monotonicNs(window_end), name, source_.worldState(name).first,
-                                     w.bytes, w.ops, w.lat_sum_ns, w.lat_max_ns}));
+    const WindowCounts w = c->takeThrough(window_end);
+    write(lines::format(lines::Metrics{monotonicNs(stamp), name, source_.worldState(name).first,
+                                       w.bytes, w.ops, w.lat_sum_ns, w.lat_max_ns}));
   }
-  std::map<std::string, double> sums;
+  MetricSums app_window;
   {
     AppMetrics& app = appMetrics();
     MutexLock lock(app.mu);
     if (app.alive.empty() || app.alive.front() != this) return;  // another manager reports them
-    sums.swap(app.sums);
+    app_window = app.sums.takeThrough(window_end);
   }
-  for (const auto& [name, v] : sums)
-    write(lines::format(lines::App{monotonicNs(window_end), name, v}));
+  for (const auto& [name, v] : app_window.sums)
+    write(lines::format(lines::App{monotonicNs(stamp), name, v}));
 }
 
 }  // namespace mw::detail
@@ -234,8 +221,9 @@ Status reportMetric(std::string_view name, double amount) {
   }
   detail::AppMetrics& app = detail::appMetrics();
   if (app.channels.load(std::memory_order_relaxed) == 0) return Status::Ok();
-  MutexLock lock(app.mu);
-  app.sums[std::string(name)] += amount;
+  const Clock::time_point at = Clock::now();
+  MutexLock lock(app.mu);  // orders the add after the ring's start
+  app.sums.add(at, [&](MetricSums& w) { w.sums[std::string(name)] += amount; });
   return Status::Ok();
 }
 
@@ -245,7 +233,7 @@ namespace mw::detail {
 
 void Telemetry::run(std::stop_token stop) {
   nameThisThread("mw-telemetry");
-  auto next = Clock::now() + window_;
+  auto next = origin_ + window_;
   for (;;) {
     const bool stopping = stop.stop_requested();
     // Events until the window ends (all of those queued, once stopping).
@@ -263,14 +251,13 @@ void Telemetry::run(std::stop_token stop) {
       if (!stopping && Clock::now() >= next) break;
     }
     checkReady();
+    // Every window that has ended, each with its own counts: a thread that woke late writes the
+    // windows it missed one after another (multiworld/traffic_windows.h).
+    const Clock::time_point now = Clock::now();
+    for (; next <= now; next += window_) report(next, next);
     if (stopping) {
-      report(Clock::now());
+      report(next, now);  // the part of the current window until now, and the last counts
       return;
-    }
-    if (Clock::now() >= next) {
-      report(next);
-      next += window_;
-      if (next < Clock::now()) next = Clock::now() + window_;  // fell behind: skip, never burst
     }
   }
 }

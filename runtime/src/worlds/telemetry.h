@@ -39,22 +39,10 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "multiworld/traffic_windows.h"
 #include "multiworld/world_manager.h"
 
 namespace mw::detail {
-
-// One world's traffic in the current window. Lock-free: add() from operations completing in any
-// thread, take() from the telemetry thread.
-struct TrafficCounters {
-  std::atomic<int64_t> bytes{0}, ops{0}, lat_sum_ns{0}, lat_max_ns{0};
-
-  void add(int64_t op_bytes, int64_t latency_ns);
-  struct Window {
-    int64_t bytes = 0, ops = 0, lat_sum_ns = 0, lat_max_ns = 0;
-  };
-  // The window's totals, and a new window begins.
-  Window take();
-};
 
 // Nanoseconds of `t` on the monotonic clock, the protocol's time.
 int64_t monotonicNs(Clock::time_point t);
@@ -83,14 +71,16 @@ class Telemetry {
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;
 
-  // The counters of world `name` (made on first use; the same object for every generation).
-  std::shared_ptr<TrafficCounters> counters(const std::string& name) MW_EXCLUDES(mu_);
+  // The traffic windows of world `name` (made on first use; the same object for every
+  // generation): a successful operation adds itself at its completion (WorkState::complete).
+  std::shared_ptr<TrafficWindows> counters(const std::string& name) MW_EXCLUDES(mu_);
 
  private:
   // Opens the failpoint fifo MW_FAILPOINT_FIFO asks for (once per process) and reports it.
   static void openFailpointsIfAsked(int fd);
   void run(std::stop_token stop);
-  void report(Clock::time_point window_end);
+  // The metrics and app lines of the windows that end by `window_end`, stamped `stamp`.
+  void report(Clock::time_point window_end, Clock::time_point stamp);
   void checkReady();
   void write(const std::string& line);
 
@@ -98,12 +88,13 @@ class Telemetry {
   const int fd_;
   const std::vector<std::string> ready_worlds_;
   const std::chrono::milliseconds window_;
+  const Clock::time_point origin_;  // window k ends at origin_ + (k + 1) * window_
   std::shared_ptr<Subscription> events_;
   bool ready_ = false;             // telemetry thread only
   std::set<std::string> created_;  // telemetry thread only: worlds whose `created` was written
   bool broken_ = false;            // telemetry thread only: a write failed, nothing more is written
   Mutex mu_;
-  std::map<std::string, std::shared_ptr<TrafficCounters>> counters_ MW_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<TrafficWindows>> counters_ MW_GUARDED_BY(mu_);
   std::jthread thread_;  // last: starts once the above exist
 };
 

@@ -28,9 +28,9 @@ bool WorkState::complete(Status s) {
   }
   cv.notify_all();
   if (counted) {
-    counters->add(
-        bytes,
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - submitted).count());
+    const Clock::time_point now = Clock::now();
+    counters->add(now, bytes,
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(now - submitted).count());
   }
   return true;
 }

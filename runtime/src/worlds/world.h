@@ -11,13 +11,12 @@
 #include "backend/backend.h"
 #include "base/mutex.h"
 #include "multiworld/store.h"
+#include "multiworld/traffic_windows.h"
 #include "multiworld/world_manager.h"
 #include "store/member_link.h"
 #include "store/socket.h"
 
 namespace mw::detail {
-
-struct TrafficCounters;  // worlds/telemetry.h
 
 // Where a world reports what happens to it (the manager).
 class WorldSink {
@@ -35,9 +34,9 @@ class World {
   World(WorldOptions options, uint64_t generation, WorldSink* sink);
   ~World();
 
-  // The telemetry counters of the world's name (worlds/telemetry.h), or null when the process
+  // The telemetry windows of the world's name (worlds/telemetry.h), or null when the process
   // reports to no harness. Set before the world is published, never changed afterwards.
-  std::shared_ptr<TrafficCounters> counters;
+  std::shared_ptr<TrafficWindows> counters;
 
   // Hosts the store (rank 0), connects the store client and member link, builds the backend.
   // `linked` is called once the member link has joined, before the members connect to each
