@@ -119,12 +119,29 @@ std::string whichProgram(const std::string& prog);
 std::string onPath(const std::string& prog);
 
 // Runs `argv` (argv[0] a program name, looked up with whichProgram, or a path) to completion, for
-// at most `limit`. OK when it exits 0; kIoError naming the command, how it ended and its stderr
-// otherwise; kTimeout (after killing it) when it runs past `limit`; kUnavailable when the program
-// is not installed. Its standard output goes to `out` when given.
+// at most `limit` of its own time: time the command spent runnable but waiting for a CPU (its
+// run-queue wait, /proc/<pid>/schedstat), or that the calling thread was frozen for (its 0.5 ms
+// polls overslept by more than 250 ms: a whole machine frozen, which the command's wait does not
+// show), is the machine's, not the command's, and extends the limit by the larger of the two, up
+// to 6 times `limit` in all (a host whose CPUs are taken, or a scheduler that held the agent's
+// session off the CPU for seconds, must not fail a heal that would have taken milliseconds).
+// OK when it exits 0; kIoError naming the command, how it ended and its stderr otherwise;
+// kTimeout (after killing it) when it runs past that, saying how long it ran, how much of that it
+// waited for a CPU or its caller was frozen, and the state it was in (R running, S sleeping, D in
+// the kernel); kUnavailable when the program is not installed. Its standard output goes to `out`
+// when given.
 Status runProgram(const std::vector<std::string>& argv,
                   std::chrono::milliseconds limit = std::chrono::seconds(10),
                   std::string* out = nullptr);
+
+// The time process `pid`'s main thread has spent runnable but waiting for a CPU
+// (/proc/<pid>/schedstat), and its state letter (/proc/<pid>/stat: R, S, D, ...); zero and '?'
+// when the kernel does not say.
+struct RunQueueWait {
+  std::chrono::nanoseconds waited{0};
+  char state = '?';
+};
+RunQueueWait runQueueWait(pid_t pid);
 
 // The processes of process group `pgid` that are still alive (for orphan checks).
 int aliveInGroup(pid_t pgid);
