@@ -25,7 +25,9 @@
 #   example and its scenario, bench_torch.py's fsdp part; test_exit.py under --venv; and
 #   tests/wheel_check.sh in build/torch2-env (root).
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
-# that fills and fsyncs a 256 MiB file over and over; none = nothing added.
+# that fills and fsyncs a 256 MiB file over and over; none = nothing added. The table counts the
+# runs of one load (--load, cpu unless given); rows of other loads stay in the file, and a run
+# whose load was not what it said (a build beside it) is relabelled there by hand (cpu+build).
 # Every run appends one line per test to OUT/results.tsv (run, load, test, status, reruns,
 # seconds), so that runs accumulate across invocations (and sessions: OUT defaults to
 # build/flake-hunt, which a fresh clone lacks; docs/testing.md keeps the counts); the table
@@ -48,7 +50,7 @@ while (($#)); do
     --set) set=$2; shift 2 ;;
     --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,9 +62,10 @@ results="$out/results.tsv"
 [ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\n' >"$results"
 
 table() {
-  python3 - "$results" <<'PY'
+  python3 - "$results" "$load" <<'PY'
 import collections, csv, sys
-rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+every = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+rows = [r for r in every if r["load"] == sys.argv[2]]  # the load asked for; the others are kept
 per = collections.OrderedDict()
 loads = collections.Counter()
 for r in rows:
@@ -74,9 +77,12 @@ for r in rows:
 runs = sorted({(r["run"], r["load"]) for r in rows})
 for _, l in runs:
     loads[l] += 1
+others = sorted({(r["run"], r["load"]) for r in every if r["load"] != sys.argv[2]})
 print(f"{len(runs)} runs ({', '.join(f'{n} beside {l}' for l, n in sorted(loads.items()))}), "
       f"{len(per)} tests, {sum(t['failed'] for t in per.values())} failures, "
-      f"{sum(t['reruns'] for t in per.values())} reruns")
+      f"{sum(t['reruns'] for t in per.values())} reruns"
+      + (f" (not counted: {len(others)} runs of other loads, "
+         f"{', '.join(sorted({l for _, l in others}))}; --load names one)" if others else ""))
 print(f"{'test':<78} {'runs':>5} {'failed':>6} {'skipped':>7} {'reruns':>6}")
 for name, t in sorted(per.items(), key=lambda kv: (-kv[1]["failed"], -kv[1]["reruns"], kv[0])):
     print(f"{name[:78]:<78} {t['runs']:>5} {t['failed']:>6} {t['skipped']:>7} {t['reruns']:>6}")
