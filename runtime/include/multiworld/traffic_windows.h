@@ -10,9 +10,9 @@
 // of one burst window and then empty or missing ones (which the throughput verdicts would read as
 // the traffic's own variance). It also takes the writer's wake-up jitter out of every count.
 //
-// Thread rules: start() once, before any other call and before the threads that call add() and
-// takeThrough() start. add() from any thread; takeThrough() from one thread (the writer), with
-// window ends that never go back.
+// Thread rules: start() before any other call, and again only while no other thread uses the
+// ring (the runtime restarts the ring of a program's metrics under the lock its callers take).
+// add() from any thread; takeThrough() from one thread at a time (the writer).
 #pragma once
 
 #include <algorithm>
