@@ -10,7 +10,7 @@
 #include <fstream>
 #include <future>
 
-#include "agent/held_off.h"
+#include "chaos/held_off.h"
 
 namespace mw::agent {
 
@@ -18,11 +18,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
-
-int64_t monoNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
-      .count();
-}
+using chaos::heldOff;
+using chaos::monoNs;
 
 std::string bootId() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
@@ -291,7 +288,7 @@ Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit)
     const int timeout = static_cast<int>(std::min<int64_t>(left.count() + 1, 100));
     const auto start = SteadyClock::now();
     ::poll(&p, 1, timeout);
-    // Time this controller was held off the CPU is not the agent's silence (held_off.h), and
+    // Time this controller was held off the CPU is not the agent's silence (chaos/held_off.h), and
     // an agent frozen alike gets a quarter of the wait to answer once both run again.
     if (const auto held = heldOff(start, std::chrono::milliseconds(timeout)); held.count() > 0) {
       until = std::max(until + held, SteadyClock::now() + wait / 4);

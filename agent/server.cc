@@ -20,10 +20,10 @@
 #include <memory>
 #include <thread>
 
-#include "agent/held_off.h"
 #include "agent/host_util.h"
 #include "chaos/cpu_meter.h"
 #include "chaos/fifo_control.h"
+#include "chaos/held_off.h"
 #include "chaos/host_rules.h"
 #include "chaos/process.h"
 #include "model/agent_protocol.h"
@@ -33,16 +33,13 @@ namespace mw::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using chaos::heldOff;
+using chaos::kLongestWait;
+using chaos::monoNs;
 
 // How long the cleanup waits for the roles it killed to exit (a process stuck in the kernel may
 // never): past it they are left to the kernel, and the agent exits.
 constexpr auto kReapLimit = 3s;
-
-int64_t monoNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // One role's process and what the agent keeps for it.
 struct RoleState {
@@ -98,8 +95,8 @@ class Server {
   int sfd_ = -1;          // SIGTERM, SIGINT, SIGHUP
   std::string lost_why_;  // set where the lease ends outside the loop (a write that waits)
   std::chrono::steady_clock::time_point last_rx_ = std::chrono::steady_clock::now();
-  // Time this agent was held off the CPU past a wait's end (held_off.h): the lease is extended
-  // by it, since the controller's frames could not be read meanwhile either.
+  // Time this agent was held off the CPU past a wait's end (chaos/held_off.h): the lease is
+  // extended by it, since the controller's frames could not be read meanwhile either.
   std::chrono::steady_clock::duration held_off_{};
   void excuse(std::chrono::steady_clock::duration held) {
     if (held <= std::chrono::steady_clock::duration::zero()) return;
@@ -506,7 +503,7 @@ int Server::run() {
     bool polled_exits = false;
     for (auto& [name, st] : roles_) polled_exits |= st.proc && !st.exit_sent && st.pidfd < 0;
     // At most kLongestWait at a time, so that a stretch this agent was held off the CPU is told
-    // from a quiet one and not counted against the controller (held_off.h).
+    // from a quiet one and not counted against the controller (chaos/held_off.h).
     const int timeout = inbuf_.find('\n') != std::string::npos
                             ? 0
                             : static_cast<int>(std::clamp<int64_t>(

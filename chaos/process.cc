@@ -18,6 +18,8 @@
 #include <memory>
 #include <thread>
 
+#include "chaos/held_off.h"
+
 namespace mw::chaos {
 
 namespace {
@@ -375,8 +377,7 @@ Status runProgram(const std::vector<std::string>& argv, std::chrono::millisecond
     (*p)->readStdout(&out);
     const auto before = Clock::now();
     ::usleep(500);
-    const auto over = Clock::now() - before - std::chrono::microseconds(500);
-    if (over > std::chrono::milliseconds(250)) held_off += over;  // not scheduling jitter
+    held_off += heldOff(before, std::chrono::microseconds(500));  // past scheduling jitter
   }
   if (!(*p)->poll()) {
     (*p)->killAndReap();

@@ -3,6 +3,7 @@
 // reports/ (JUnit, HTML, GitHub) read the typed Report, never the JSON.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,6 +18,13 @@
 namespace mw::harness {
 
 inline constexpr const char* kReportSchema = "multiworld-chaos-report/1";
+
+// `v` to 3 decimal places: times and rates as the report's JSON, JUnit and HTML give them (to the
+// millisecond), so that a page drawn from a run and one drawn from its report read back agree.
+// Pure.
+inline double round3(double v) { return std::round(v * 1e3) / 1e3; }
+// `v` to 6 decimal places: a verdict's evidence as the JSON report gives it. Pure.
+inline double round6(double v) { return std::round(v * 1e6) / 1e6; }
 
 // How a run ended. completed: it ran and was judged; interrupted: a signal stopped it;
 // unavailable: this machine cannot run it (the report's `why` says what is missing);

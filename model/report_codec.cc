@@ -12,8 +12,6 @@ using json = nlohmann::json;
 
 namespace {
 
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
-
 json expectJson(const ExpectSpec& e) {
   json ex;
   if (e.has_broken) ex["broken"] = e.broken;
@@ -88,7 +86,8 @@ json verdictJson(const Verdict& v) {
       {"where", v.where}};
   if (!v.evidence.empty()) {
     json ev = json::object();
-    for (const auto& [k, n] : v.evidence) ev[k] = std::isfinite(n) ? json(r6(n)) : json(nullptr);
+    for (const auto& [k, n] : v.evidence)
+      ev[k] = std::isfinite(n) ? json(round6(n)) : json(nullptr);
     x["evidence"] = ev;
   }
   return x;

@@ -13,21 +13,14 @@ using json_fields::column;
 using json_fields::known;
 using json_fields::need;
 
-namespace {
-
-double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
-
-}  // namespace
-
 json runJson(const Scenario& s, const RunRecord& r) {
   json run;
   run["duration_s"] = r.duration;
-  run["elapsed_s"] = r3(r.elapsed);
-  run["startup_s"] = r3(r.startup);
+  run["elapsed_s"] = round3(r.elapsed);
+  run["startup_s"] = round3(r.startup);
   run["interrupted"] = r.interrupted;
-  run["harness_cpu_s"] = r3(r.harness_cpu);
-  run["workers_cpu_s"] = r3(r.workers_cpu);
+  run["harness_cpu_s"] = round3(r.harness_cpu);
+  run["workers_cpu_s"] = round3(r.workers_cpu);
   run["harness_errors"] = r.harness_errors;
   run["leftover_processes"] = r.leftover_processes;
   run["leftover_namespaces"] = r.leftover_namespaces;
@@ -40,9 +33,9 @@ json runJson(const Scenario& s, const RunRecord& r) {
                               {"node", h.node},
                               {"address", h.address},
                               {"same_clock", h.same_clock},
-                              {"offset_ms", r3(h.offset_ms)},
-                              {"uncertainty_ms", r3(h.uncertainty_ms)},
-                              {"rtt_ms", r3(h.rtt_ms)}});
+                              {"offset_ms", round3(h.offset_ms)},
+                              {"uncertainty_ms", round3(h.uncertainty_ms)},
+                              {"rtt_ms", round3(h.rtt_ms)}});
     }
   }
   run["faults"] = json::array();
@@ -51,18 +44,18 @@ json runJson(const Scenario& s, const RunRecord& r) {
                              {"kind", faultKindName(f.kind)},
                              {"role", f.role},
                              {"where", f.where},
-                             {"planned_s", r3(f.planned)},
-                             {"sent_s", r3(f.sent)},
-                             {"acked_s", r3(f.acked)},
+                             {"planned_s", round3(f.planned)},
+                             {"sent_s", round3(f.sent)},
+                             {"acked_s", round3(f.acked)},
                              {"outcome", f.outcomeText()},
                              {"note", f.note},
                              {"worlds", f.worlds},
                              {"ends_role", f.ends_role},
-                             {"gone_s", r3(f.gone)}});
+                             {"gone_s", round3(f.gone)}});
   }
   run["events"] = json::array();
   for (const auto& e : r.events) {
-    run["events"].push_back({{"t_s", r3(e.t)},
+    run["events"].push_back({{"t_s", round3(e.t)},
                              {"role", e.role},
                              {"world", e.world},
                              {"kind", eventKindText(e.kind)},
@@ -91,7 +84,7 @@ json runJson(const Scenario& s, const RunRecord& r) {
                   {"bytes", json::array()},      {"ops", json::array()},
                   {"lat_sum_ns", json::array()}, {"lat_max_ns", json::array()}};
       for (const auto& w : ws) {
-        col["t_s"].push_back(r3(w.t));
+        col["t_s"].push_back(round3(w.t));
         col["generation"].push_back(w.generation);
         col["bytes"].push_back(w.bytes);
         col["ops"].push_back(w.ops);
@@ -108,17 +101,17 @@ json runJson(const Scenario& s, const RunRecord& r) {
   for (const auto& [role, ws] : r.cpu) {
     json col = {{"t_s", json::array()}, {"cpu_s", json::array()}, {"wait_s", json::array()}};
     for (const auto& w : ws) {
-      col["t_s"].push_back(r3(w.t));
-      col["cpu_s"].push_back(r6(w.cpu));
-      col["wait_s"].push_back(r6(w.wait));
+      col["t_s"].push_back(round3(w.t));
+      col["cpu_s"].push_back(round6(w.cpu));
+      col["wait_s"].push_back(round6(w.wait));
     }
     cpu[role] = col;
   }
   run["cpu"] = cpu;
   json machine = {{"cpus", r.machine_cpus}, {"t_s", json::array()}, {"busy_s", json::array()}};
   for (const auto& m : r.machine) {
-    machine["t_s"].push_back(r3(m.t));
-    machine["busy_s"].push_back(r3(m.busy));
+    machine["t_s"].push_back(round3(m.t));
+    machine["busy_s"].push_back(round3(m.busy));
   }
   run["machine"] = machine;
   // A summary per world that hooks and readers can use without the raw series.
@@ -137,7 +130,7 @@ json runJson(const Scenario& s, const RunRecord& r) {
       }
     }
     wj["broken"] = broken_at >= 0;
-    wj["broken_at_s"] = r3(broken_at);
+    wj["broken_at_s"] = round3(broken_at);
     auto before = throughputBetween(s, r, name, warm, ff >= 0 ? ff : r.elapsed);
     auto after = throughputBetween(s, r, name, ff >= 0 ? ff : r.elapsed, r.elapsed);
     wj["bytes_per_s_before"] = before.mean;
@@ -145,7 +138,7 @@ json runJson(const Scenario& s, const RunRecord& r) {
     worlds[name] = wj;
   }
   run["worlds"] = worlds;
-  run["first_fault_s"] = r3(ff);
+  run["first_fault_s"] = round3(ff);
   return run;
 }
 

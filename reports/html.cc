@@ -12,22 +12,19 @@ namespace mw::reports {
 
 using harness::EventKind;
 using harness::Report;
+using harness::round3;
 using harness::RunRecord;
 using harness::Scenario;
 using harness::verdictStatusName;
 
 namespace {
 
-// Times as the JSON report has them (to the millisecond), so that the page is the same whether
-// drawn from a run or from its report read back.
-double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 std::string causeText(Cause c) { return c == Cause::kNone ? "" : causeName(c); }
 
 // One world's throughput timeline, measured at its rank-0 member, with fault and break markers.
 std::string worldSvg(const Report& rep, const std::string& world) {
   const RunRecord& run = rep.run;
-  const double duration = std::max(0.5, r3(run.elapsed));
+  const double duration = std::max(0.5, round3(run.elapsed));
   std::string rank0;
   for (const auto& [name, role] : rep.scenario.roles) {
     auto it = role.ranks.find(world);
@@ -37,7 +34,7 @@ std::string worldSvg(const Report& rep, const std::string& world) {
   auto series = run.windows.find(world);
   if (series != run.windows.end() && series->second.count(rank0)) {
     for (const auto& w : series->second.at(rank0)) {
-      const double t = r3(w.t);
+      const double t = round3(w.t);
       if (t < 0 || t > duration) continue;
       pts.emplace_back(t, w.bytes / 0.1 / 1e6);
     }
@@ -84,7 +81,7 @@ std::string worldSvg(const Report& rep, const std::string& world) {
     o << "\"/>\n";
   }
   for (const auto& f : run.faults) {
-    const double t = r3(f.sent);
+    const double t = round3(f.sent);
     if (t < 0) continue;
     std::snprintf(buf, sizeof(buf),
                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
@@ -94,7 +91,7 @@ std::string worldSvg(const Report& rep, const std::string& world) {
   }
   for (const auto& e : run.events) {
     if (e.world != world || e.kind != EventKind::kBroken) continue;
-    const double t = r3(e.t);
+    const double t = round3(e.t);
     if (t < 0 || t > duration) continue;
     std::snprintf(buf, sizeof(buf),
                   "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#ff7f0e\"><title>", x(t),
@@ -149,7 +146,7 @@ std::string html(const Report& report) {
   for (const auto& f : run.faults) {
     char times[128];
     std::snprintf(times, sizeof(times), "<td>%.3f s</td><td>%.3f s</td><td>%.3f s</td>",
-                  r3(f.planned), r3(f.sent), r3(f.acked));
+                  round3(f.planned), round3(f.sent), round3(f.acked));
     std::string outcome = f.outcomeText();
     if (!f.note.empty()) outcome += " (" + f.note + ")";
     o << "<tr>" << times << "<td>" << xmlEscape(f.action) << "</td><td>" << xmlEscape(outcome)
@@ -159,7 +156,7 @@ std::string html(const Report& report) {
        "<th>event</th><th>cause</th><th>detail</th></tr>\n";
   for (const auto& e : run.events) {
     char t[32];
-    std::snprintf(t, sizeof(t), "%.3f s", r3(e.t));
+    std::snprintf(t, sizeof(t), "%.3f s", round3(e.t));
     o << "<tr><td>" << t << "</td><td>" << xmlEscape(e.role) << "</td><td>" << xmlEscape(e.world)
       << " (gen " << e.generation << ")</td><td>" << xmlEscape(eventKindText(e.kind)) << "</td><td>"
       << xmlEscape(causeText(e.cause)) << "</td><td>" << xmlEscape(e.detail) << "</td></tr>\n";
@@ -170,8 +167,9 @@ std::string html(const Report& report) {
     o << "<tr><td>" << xmlEscape(w.role) << "</td><td>" << w.pid << "</td><td>" << w.starts
       << "</td><td>" << xmlEscape(w.exit) << (w.hung ? " (hung)" : "") << "</td></tr>\n";
   }
-  o << "</table>\n<p>harness CPU " << r3(run.harness_cpu) << " s, workers CPU "
-    << r3(run.workers_cpu) << " s, startup " << r3(run.startup) << " s.</p>\n</body></html>\n";
+  o << "</table>\n<p>harness CPU " << round3(run.harness_cpu) << " s, workers CPU "
+    << round3(run.workers_cpu) << " s, startup " << round3(run.startup)
+    << " s.</p>\n</body></html>\n";
   return o.str();
 }
 

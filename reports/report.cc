@@ -11,13 +11,8 @@ namespace mw::reports {
 using harness::Outcome;
 using harness::outcomeName;
 using harness::Report;
+using harness::round3;
 using harness::VerdictStatus;
-
-namespace {
-
-double r3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
-}  // namespace
 
 std::string junitXml(const std::vector<Report>& reports) {
   std::ostringstream o;
@@ -28,7 +23,7 @@ std::string junitXml(const std::vector<Report>& reports) {
     const std::string& file = rep.scenario.file;
     int t = 0, f = 0, e = 0, s = 0;
     std::ostringstream cases;
-    const double time = r3(rep.run.elapsed);  // as the JSON has it
+    const double time = round3(rep.run.elapsed);  // as the JSON has it
     auto testcase = [&](const std::string& case_name, VerdictStatus status,
                         const std::string& message, const std::string& body) {
       ++t;

@@ -20,7 +20,7 @@ namespace {
 using std::chrono::hours;
 
 // The errors of loading `text` (empty: it is valid).
-std::vector<std::string> errorsOf(const std::string& text) {
+std::vector<std::string> scenarioErrors(const std::string& text) {
   static int n = 0;
   const std::string path =
       "/tmp/mw_ranges_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".lua";
@@ -39,7 +39,7 @@ std::string scenarioWith(const std::string& fields, const std::string& world = "
 
 // The one error of `text`, which must have exactly one.
 std::string oneError(const std::string& text) {
-  auto e = errorsOf(text);
+  auto e = scenarioErrors(text);
   INFO(text);
   REQUIRE(e.size() == 1);
   return e.front();
@@ -96,12 +96,12 @@ TEST_CASE("numbers and sizes are written and parsed without overflow", "[harness
 
 TEST_CASE("each range takes its edges and refuses what lies past them", "[harness][ranges]") {
   // In range, at the edges.
-  CHECK(errorsOf(scenarioWith("duration = '24h', seed = 9007199254740991, "
-                              "timeline = { at(86400, kill('b')) }",
-                              "heartbeat = '1h', op_timeout = 86400")) ==
+  CHECK(scenarioErrors(scenarioWith("duration = '24h', seed = 9007199254740991, "
+                                    "timeline = { at(86400, kill('b')) }",
+                                    "heartbeat = '1h', op_timeout = 86400")) ==
         std::vector<std::string>{});
-  CHECK(errorsOf(scenarioWith("duration = 0.5, warmup = 0, seed = 0",
-                              "heartbeat = 0.05, op_timeout = '1ms'")) ==
+  CHECK(scenarioErrors(scenarioWith("duration = 0.5, warmup = 0, seed = 0",
+                                    "heartbeat = 0.05, op_timeout = '1ms'")) ==
         std::vector<std::string>{});
   // Past them, each with its range.
   CHECK_THAT(oneError(scenarioWith("duration = 86400.001")),
@@ -131,9 +131,9 @@ TEST_CASE("a traffic rate is 0 or within kMinRate..kMaxRate", "[harness][ranges]
   auto traffic = [](const std::string& rate) {
     return scenarioWith("traffic = { gather_to_leader { world = 'w1', rate = " + rate + " } }");
   };
-  CHECK(errorsOf(traffic("0")).empty());
-  CHECK(errorsOf(traffic("1e6")).empty());
-  CHECK(errorsOf(traffic("0.001")).empty());
+  CHECK(scenarioErrors(traffic("0")).empty());
+  CHECK(scenarioErrors(traffic("1e6")).empty());
+  CHECK(scenarioErrors(traffic("0.001")).empty());
   CHECK_THAT(oneError(traffic("1e6 + 1")),
              Catch::Contains("traffic[1].rate: 1000001 is out of range (0 to 1000000 operations"));
   CHECK_THAT(oneError(traffic("-1/0")), Catch::Contains("traffic[1].rate: -inf is out of range"));

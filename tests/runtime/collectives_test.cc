@@ -17,6 +17,7 @@
 #include "gloo/reduce.h"
 #include "multiworld/multiworld.h"
 #include "support/checks.h"
+#include "support/dtypes.h"
 #include "support/local_worlds.h"
 #include "support/util.h"
 
@@ -33,9 +34,8 @@ using mw::test::LocalWorld;
 using mw::test::requireAllOk;
 using mw::test::runAll;
 
-constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat64,  DType::kInt32, DType::kInt64,
-                             DType::kFloat16, DType::kBFloat16, DType::kUInt8};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+using mw::test::kDTypes;
+using mw::test::kOps;
 constexpr int kSizes[] = {2, 3, 4};
 // Elements per rank (or per block): none, one, and counts that no world size divides.
 constexpr size_t kCounts[] = {0, 1, 7, 1001};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gloo/reduce.h"
+#include "support/dtypes.h"
 
 namespace {
 
@@ -19,9 +20,8 @@ using mw::Code;
 using mw::DType;
 using mw::ReduceOp;
 
-constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat64,  DType::kInt32, DType::kInt64,
-                             DType::kFloat16, DType::kBFloat16, DType::kUInt8};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+using mw::test::kDTypes;
+using mw::test::kOps;
 
 }  // namespace
 
