@@ -54,6 +54,8 @@ while (($#)); do
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+# Absolute: the Python tests run from python/ (a relative --venv named nothing there).
+build=$(realpath -m -- "$build") venv=$(realpath -m -- "$venv") out=$(realpath -m -- "$out")
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
 case $set in gate|timing|torch2) ;; *) echo "flake_hunt.sh: --set is gate, timing or torch2, got '$set'" >&2; exit 2 ;; esac
