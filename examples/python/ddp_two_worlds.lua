@@ -20,12 +20,13 @@ end
 scenario {
   name = "DDP trains on while its process's serving world breaks",
   -- The restarted client is back when it has imported torch again and joined: 1.8 s on a quiet
-  -- two-core machine under torch 1.13, 4.1-4.5 s under torch 2.15 beside two busy loops. It is
-  -- paused 8 s after its restart, the bound on its return, so that the pause breaks a formed
-  -- world. The training roles load what DDP needs before they join (torch 2.x's DDP imports
-  -- torch._dynamo when first built: 5 s and more beside two busy loops), so main steps from the
-  -- start; the warm-up still gives its step rate 4 s to settle before the kill at 5 s.
-  duration = "18s",
+  -- two-core machine under torch 1.13; under torch 2.15 beside two busy loops 6.9-9.4 s (six
+  -- runs), the import nearly all of it. The bound is 16 s, and the client is paused then, 16 s
+  -- after its restart, so that the pause breaks a formed world. The training roles load what DDP
+  -- needs before they join (torch 2.x's DDP imports torch._dynamo when first built: 5 s and more
+  -- beside two busy loops), so main steps from the start; the warm-up still gives its step rate
+  -- 4 s to settle before the kill at 5 s.
+  duration = "26s",
   warmup = "4s",
   worlds = { train = { heartbeat = "2s" }, serve = { heartbeat = "500ms" } },
   roles = {
@@ -36,13 +37,13 @@ scenario {
   timeline = {
     at("5s", kill("client")),
     at("6s", restart("client")),
-    at("14s", pause("client")),
-    at("15s", resume("client")),
+    at("22s", pause("client")),
+    at("23s", resume("client")),
   },
   expect = {
     broken = { "serve" },
     detected_within = { serve = "1s" },
-    replacement_within = "8s",
+    replacement_within = "16s",
     throughput = { throughput_kept { metric = "steps", role = "main", ratio = 0.5 } },
   },
 }

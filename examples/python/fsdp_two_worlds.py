@@ -66,10 +66,21 @@ def join(manager, world, rank, stop):
     return False
 
 
+def before_joining_to_train():
+    """What FSDP2 loads on its first use, loaded before this process joins a world and before it
+    answers SIGTERM with a flag: torch.distributed.fsdp (610 modules) and the torch._dynamo that
+    the first fully_shard imports take 2.1 s on a quiet two-core machine and over 5 s beside two
+    busy loops. Loaded after the join, they held a restarted peer's peers up, and a SIGTERM that
+    came meanwhile waited for them (past the harness's 5 s); loaded here, SIGTERM still ends the
+    process at once (its default action: nothing is joined or held yet)."""
+    from torch.distributed.fsdp import fully_shard  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+
 def train(manager, name, rank, stop, on_step):
     """Trains a model sharded with FSDP2 over world `name` until `stop`; an error of the world
     (BrokenWorldError's text in a RuntimeError) propagates."""
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # loaded already: before_joining_to_train
 
     pg = mwtorch.process_group(manager, name)
     try:
@@ -238,6 +249,7 @@ def main(argv):
     worlds = [(n, addr, int(port), int(hb), int(op)) for n, addr, port, hb, op in a.world]
     if a.role == "peer" and len(worlds) != 1:
         p.error("role peer is in one world")
+    before_joining_to_train()
     stop = threading.Event()
 
     def on_signal(signum, frame):
