@@ -106,7 +106,7 @@ auto withCodec(DType dtype, F&& f) {
 uint64_t contentRange(DType dtype, int contributors) {
   uint64_t exact = 1ULL << 24;  // float32's, and enough for the integers
   if (dtype == DType::kFloat16) exact = 2048;
-  if (dtype == DType::kBFloat16 || dtype == DType::kUInt8) exact = 256;
+  if (dtype == DType::kBFloat16) exact = 256;
   if (dtype == DType::kUInt8) exact = 255;  // a sum must not wrap
   const uint64_t per = exact / static_cast<uint64_t>(std::max(contributors, 1));
   return per == 0 ? 1 : std::bit_floor(per);

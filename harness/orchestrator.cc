@@ -36,14 +36,14 @@ RunResult Run::go() {
   res_.record.duration = static_cast<double>(s_.duration.count()) / 1000.0;
   const double cpu0 = cpuSeconds(RUSAGE_SELF);
   const double child0 = cpuSeconds(RUSAGE_CHILDREN);
-  t0_ns_ = nowNs();
+  t0_ns_ = chaos::monoNs();
   prepare();
   if (res_.outcome == Outcome::kCompleted) startAll();
   if (res_.outcome == Outcome::kCompleted) waitReady();
   if (res_.outcome == Outcome::kCompleted) {
     // Time zero moves to now: what was recorded while the roles joined (a program's first
     // windows) keeps its place in time, before zero.
-    const long long now = nowNs();
+    const long long now = chaos::monoNs();
     res_.record.startup = static_cast<double>(now - t0_ns_) / 1e9;
     res_.record.shiftTimes(res_.record.startup);
     t0_ns_ = now;
@@ -426,14 +426,14 @@ void Run::play() {
   const long long end_ns = t0_ns_ + s_.duration.count() * 1000000LL;
   long long next_progress = t0_ns_;
   const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;
-  while (nowNs() < end_ns && res_.outcome == Outcome::kCompleted) {
+  while (chaos::monoNs() < end_ns && res_.outcome == Outcome::kCompleted) {
     if (interrupted()) {
       res_.outcome = Outcome::kInterrupted;
       res_.record.interrupted = true;
       break;
     }
     while (next < s_.timeline.size() &&
-           nowNs() >= t0_ns_ + s_.timeline[next].at.count() * 1000000LL) {
+           chaos::monoNs() >= t0_ns_ + s_.timeline[next].at.count() * 1000000LL) {
       act(next++);
     }
     long long wake = end_ns;
@@ -441,8 +441,8 @@ void Run::play() {
       wake = std::min(wake, t0_ns_ + s_.timeline[next].at.count() * 1000000LL);
     // Rounded up (waitMillis): rounded down, the last fraction of a millisecond before an
     // action was a zero timeout, and this loop spun through it.
-    int ms = static_cast<int>(
-        std::min<long long>(mw::waitMillis(std::chrono::nanoseconds(wake - nowNs())).count(), 20));
+    int ms = static_cast<int>(std::min<long long>(
+        mw::waitMillis(std::chrono::nanoseconds(wake - chaos::monoNs())).count(), 20));
     pump(ms);
     sampleMachine();
     for (auto& [role, w] : workers_) {
@@ -453,14 +453,14 @@ void Run::play() {
         w.stopped = true;
       }
     }
-    if (nowNs() >= next_progress) {
+    if (chaos::monoNs() >= next_progress) {
       progress(false);
       next_progress += progress_every;
     }
   }
   // Actions planned for the very end still happen.
   while (!res_.record.interrupted && next < s_.timeline.size()) act(next++);
-  res_.record.elapsed = rel(nowNs());
+  res_.record.elapsed = rel(chaos::monoNs());
   if (o_.tty) progress(true);  // ends the redrawn line
 }
 

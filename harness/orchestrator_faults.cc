@@ -56,7 +56,7 @@ std::vector<std::string> Run::failpointWorlds(const std::string& role,
 void Run::act(size_t i) {
   const ActionSpec& a = s_.timeline[i];
   FaultRec& f = res_.record.faults[i];
-  f.sent = rel(nowNs());
+  f.sent = rel(chaos::monoNs());
   Status st = a.network() ? actOnNetwork(a, f) : actOnRole(a, f);
   if (st.ok()) {
     f.outcome = FaultOutcome::kOk;
@@ -124,7 +124,7 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
           [&](const auto&) { return Status(Code::kInvalidArgument, "not a network fault"); },
       },
       a.fault);
-  f.acked = rel(nowNs());
+  f.acked = rel(chaos::monoNs());
   return st;
 }
 
@@ -151,7 +151,7 @@ Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
       w.proc->killAndReap();
       w.killed_by_scenario = true;
       f.ends_role = true;
-      f.gone = rel(nowNs());
+      f.gone = rel(chaos::monoNs());
       finishWorker(w);
       releaseWorker(w);
     }
@@ -233,7 +233,7 @@ Status Run::scancelStep(const ScancelStep& c, Worker& w, FaultRec& f) {
   w.killed_by_scenario = true;
   w.ending_fault = static_cast<int>(&f - res_.record.faults.data());
   f.ends_role = true;
-  f.acked = rel(nowNs());
+  f.acked = rel(chaos::monoNs());
   f.note = "scancel " + argv.back() + ": host '" + a.host() +
            "' left with its step, so it is not audited for orphans (Slurm tears a cancelled "
            "step's processes down)";
@@ -251,7 +251,7 @@ Status Run::fifoCommand(Worker& w, FaultRec& f, const std::string& command) {
     return Status(Code::kInvalidUsage, "role '" + w.role + "' has no failpoint fifo");
   }
   Status st = fifoOn(w, command);
-  if (st.ok()) f.acked = rel(nowNs());
+  if (st.ok()) f.acked = rel(chaos::monoNs());
   return st;
 }
 

@@ -68,7 +68,7 @@ void Run::keepTail(std::string& tail, const std::string& more) {
 void Run::noteGone(Worker& w) {
   if (w.ending_fault < 0) return;
   FaultRec& f = res_.record.faults[static_cast<size_t>(w.ending_fault)];
-  if (f.gone < 0) f.gone = rel(nowNs());
+  if (f.gone < 0) f.gone = rel(chaos::monoNs());
   w.ending_fault = -1;
 }
 
@@ -214,7 +214,7 @@ std::string Run::lastLines(const std::string& s) {
 
 void Run::progress(bool final_line) {
   if (o_.verbosity < 1) return;
-  const double t = rel(nowNs());
+  const double t = rel(chaos::monoNs());
   int healthy = 0, broken = 0;
   double rate = 0;
   for (const auto& [name, ws] : s_.worlds) {
@@ -243,7 +243,7 @@ void Run::progress(bool final_line) {
 }
 
 void Run::sampleMachine() {
-  const long long now = nowNs();
+  const long long now = chaos::monoNs();
   if (now < next_machine_ns_) return;
   next_machine_ns_ = now + 100000000LL;
   // Program roles write no `cpu` lines: their agents meter their processes, in the same windows.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/client.h"
+#include "chaos/held_off.h"
 #include "chaos/netsim.h"
 #include "chaos/worker_config.h"
 #include "harness/orchestrator.h"
@@ -34,11 +35,6 @@ inline constexpr auto kFifoLimit = 5s;  // a worker's failpoint fifo answers
 inline constexpr auto kAgentStart = 30s;
 inline constexpr auto kCommandLimit = 1s;  // one failpoint command answered
 inline constexpr size_t kStderrTail = 4000;
-
-inline long long nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
 
 inline double cpuSeconds(int who) {
   rusage u{};

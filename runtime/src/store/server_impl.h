@@ -224,11 +224,9 @@ class Server final : public StoreServer {
   // not yet open is shut for good (kJoinOpen := "lost: rank R <cause>: <detail>"), which ends
   // every other member's join at once instead of at its deadline. Once it opened, every join has
   // succeeded: the member's through key (joinThroughKey) is set to the same text when it is unset,
-  // so that rank 0 waits no longer for that member to count itself through.
-  void shutJoinBarrier(int rank, Cause cause, const std::string& detail);
-  // Whether the join barrier has opened (kJoinOpen is kJoinOpenValue): every member's join has
-  // succeeded.
-  bool joinBarrierOpened() const;
+  // so that rank 0 waits no longer for that member to count itself through. Returns whether the
+  // barrier had opened (kJoinOpen was kJoinOpenValue): then the loss is the formed world's.
+  bool shutJoinBarrier(int rank, Cause cause, const std::string& detail);
   void flushEvents();
   void reap();
   Conn* find(uint64_t id);

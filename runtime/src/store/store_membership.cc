@@ -149,27 +149,24 @@ void Server::onFormed(Conn& c) {
   }
 }
 
-bool Server::joinBarrierOpened() const {
-  const std::string* open = table_.find(std::string(kJoinOpen));
-  return open != nullptr && *open == kJoinOpenValue;
-}
-
-void Server::shutJoinBarrier(int rank, Cause cause, const std::string& detail) {
-  if (table_.find(std::string(kJoinConnected)) == nullptr) return;  // a ghost: the rank may rejoin
-  const std::string why = std::string(kJoinLostPrefix) + "rank " + std::to_string(rank) + " " +
-                          causeName(cause) + ": " + detail;
+bool Server::shutJoinBarrier(int rank, Cause cause, const std::string& detail) {
+  if (table_.find(std::string(kJoinConnected)) == nullptr) return false;  // a ghost: may rejoin
+  const auto why = [&] {
+    return std::string(kJoinLostPrefix) + "rank " + std::to_string(rank) + " " + causeName(cause) +
+           ": " + detail;
+  };
   const std::string open(kJoinOpen);
   if (const std::string* value = table_.find(open); value != nullptr) {
+    if (*value != kJoinOpenValue) return false;  // shut already, by an earlier loss
     // Opened: every member's join has succeeded, and this loss is the formed world's (closeConn
     // announces it). Rank 0 waits for every other member to count itself through; this one, if
     // it had not, never will now: it is counted through as lost.
     const std::string through = joinThroughKey(rank);
-    if (*value == kJoinOpenValue && rank != 0 && table_.find(through) == nullptr) {
-      setKey(through, why);
-    }
-    return;
+    if (rank != 0 && table_.find(through) == nullptr) setKey(through, why());
+    return true;
   }
-  setKey(open, why);
+  setKey(open, why());
+  return false;
 }
 
 void Server::onBroken(Conn& c, const msg::Broken& m) {

@@ -188,8 +188,8 @@ void Server::closeConn(Conn& c, Cause cause, const std::string& detail, bool lin
     // free for a new connection of that rank (store-protocol.md, "Membership"). Unless the join
     // barrier has begun: then the others' joins fail now (shutJoinBarrier); or it has opened:
     // then every join has succeeded, and the loss is the formed world's.
-    if (c.formed || joinBarrierOpened()) events_.push_back({c.rank, cause, detail});
-    shutJoinBarrier(c.rank, cause, detail);
+    const bool opened = shutJoinBarrier(c.rank, cause, detail);
+    if (c.formed || opened) events_.push_back({c.rank, cause, detail});
     members_[static_cast<size_t>(c.rank)] = 0;
     --joined_;
     c.rank = -1;
