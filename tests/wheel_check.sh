@@ -7,11 +7,12 @@
 #     /usr/local/include), so no -dev package is of any use;
 #   - every Debian library the wheel carries a copy of (multiworld_native.libs/), so only those
 #     copies can be loaded;
-# says what it hid, then runs from the installed package: mwchaos on the demo scenario, the
-# Python leader and DDP examples, a program-role scenario whose programs import the package
+# says what it hid, then runs from the installed package: mwchaos on the demo scenario, a
+# program-role scenario whose programs import the package and train with DDP
 # (examples/python/ddp_two_worlds.lua), torch and the module imported in both orders with a
 # Gloo world's all_reduce, and checks that the module exports no C++ runtime symbol and that
-# nothing it ships carries debug information. The
+# nothing it ships carries debug information. The Python examples run as scripts in the gate's
+# pytest step under the same venv and wheel (test_examples.py), so not again here. The
 # scenarios go through tests/run_scenario.sh (its rerun policy). Root only (the namespace).
 # Exit: 0 every step passed, 1 a step failed, 2 usage.
 set -uo pipefail
@@ -82,8 +83,6 @@ step "mwchaos is the wheel's console command" bash -c \
 step "mwchaos run scenarios/demo_worker_killed.lua" \
   "$here/tests/run_scenario.sh" "$venv/bin/mwchaos" -o "$work/out" \
   "$here/scenarios/demo_worker_killed.lua"
-step "examples/python/leader_two_worlds.py" python "$here/examples/python/leader_two_worlds.py"
-step "examples/python/ddp_two_worlds.py" python "$here/examples/python/ddp_two_worlds.py"
 step "mwchaos run examples/python/ddp_two_worlds.lua (its programs import the installed package)" \
   "$here/tests/run_scenario.sh" "$venv/bin/mwchaos" -o "$work/out" \
   "$here/examples/python/ddp_two_worlds.lua"
