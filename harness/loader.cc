@@ -326,10 +326,11 @@ traffic patterns
 roles may sit on simulated hosts: { host = "h1", worlds = ... } (network namespaces; root)
 roles may run your program instead of mw_worker (docs/scenarios.md, "Program roles"):
          name = { worlds = {...}, program = { "python3", "serve.py", "--port", "${world.w1.port}" },
-                  env = { NAME = "value" }, cwd = "dir" }
+                  env = { NAME = "value" }, cwd = "dir", stop_within = "5s" }
          placeholders: ${world.W.addr} ${world.W.port} ${world.W.rank} ${world.W.size}
                        ${world.W.backend} ${world.W.device} ${world.W.heartbeat_ms}
                        ${world.W.op_timeout_ms} ${token} ${role}
+         stop_within: its time to exit after SIGTERM at the end (default 5 s), else hung
          the program must join with its worlds' options (else exit 1); runtime failpoints
          (mw/...) work on it; refused: traffic patterns on its worlds, remove_world, add_world
          and POSIX failpoints (posix/...)

@@ -476,19 +476,28 @@ void Run::stopAll() {
     w.proc->closeStdin();
     w.stopped = true;
   }
-  const auto until = deadlineIn(kStopGrace);
+  // Each role has its own time to exit (RoleSpec::stop_within, 5 s unless a program role gives
+  // one); one still running past it is killed and reaped there, and judged hung.
+  const auto told = Clock::now();
   for (;;) {
     bool all = true;
-    for (auto& [role, w] : workers_) all &= !w.proc || w.proc->poll();
-    if (all || Clock::now() >= until) break;
+    for (auto& [role, w] : workers_) {
+      if (!w.proc || w.proc->poll()) continue;
+      const auto spec = s_.roles.find(role);
+      const Ms within =
+          spec != s_.roles.end() ? spec->second.stop_within : RoleSpec::kDefaultStopWithin;
+      if (Clock::now() - told >= within) {
+        w.proc->killAndReap();
+        hung_.insert(role);
+        continue;
+      }
+      all = false;
+    }
+    if (all) break;
     pump(10);
   }
   for (auto& [role, w] : workers_) {
     if (!w.proc) continue;
-    if (!w.proc->poll()) {
-      w.proc->killAndReap();
-      hung_.insert(role);
-    }
     finishWorker(w);
     if (hung_.count(role)) res_.record.workers.back().hung = true;
   }

@@ -28,7 +28,6 @@ namespace mw::harness::orch {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-inline constexpr auto kStopGrace = 5s;  // a worker told to stop has exited
 inline constexpr auto kFifoLimit = 5s;  // a worker's failpoint fifo answers
 // An agent answers its hello: a new ssh (key exchange, a login shell) to a loaded host, or through
 // a bastion, can take seconds; one took over 10 s here beside two CPU hogs.

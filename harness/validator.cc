@@ -256,7 +256,7 @@ void Validator::roles(const LV* v, const std::string& w, Scenario& s) {
       error(w, path + ": expected a table, got " + spec.show());
       continue;
     }
-    onlyFields(spec, w, path, {"worlds", "device", "host", "program", "env", "cwd"});
+    onlyFields(spec, w, path, {"worlds", "device", "host", "program", "env", "cwd", "stop_within"});
     program(spec, w, path, r);
     r.host = str(spec.get("host"), w, path + ".host").value_or("");
     if (!r.host.empty() && !mw::validWorldName(r.host)) {
@@ -314,10 +314,17 @@ void Validator::program(const LV& spec, const std::string& w, const std::string&
   }
   const LV* env = spec.get("env");
   const LV* cwd = spec.get("cwd");
-  if ((env != nullptr || cwd != nullptr) && spec.get("program") == nullptr) {
-    error(w, path + (env != nullptr ? ".env" : ".cwd") +
-                 ": only a program role (program = { ... }) takes env and cwd");
+  const LV* stop_within = spec.get("stop_within");
+  if ((env != nullptr || cwd != nullptr || stop_within != nullptr) &&
+      spec.get("program") == nullptr) {
+    error(w, path +
+                 (env != nullptr   ? ".env"
+                  : cwd != nullptr ? ".cwd"
+                                   : ".stop_within") +
+                 ": only a program role (program = { ... }) takes env, cwd and stop_within");
   }
+  r.stop_within = duration(stop_within, w, path + ".stop_within", Ms(100), Ms(600 * 1000))
+                      .value_or(RoleSpec::kDefaultStopWithin);
   if (env != nullptr) {
     if (env->t != LV::T::kTable || !env->items.empty()) {
       error(w, path + ".env: expected variables like { NAME = \"value\" }, got " + env->show());

@@ -56,6 +56,9 @@ json scenarioJson(const Scenario& s, const std::vector<PlannedFault>& timeline) 
   for (const auto& [name, role] : s.roles) {
     sc["roles"][name] = {{"worlds", role.ranks}, {"device", role.device}};
     if (role.isProgram()) sc["roles"][name]["program"] = role.program;  // as written
+    if (role.stop_within != RoleSpec::kDefaultStopWithin) {
+      sc["roles"][name]["stop_within_ms"] = role.stop_within.count();
+    }
   }
   sc["traffic"] = json::array();
   for (const auto& t : s.traffic) {

@@ -108,6 +108,7 @@ Scenario scenarioFromJson(const json& sc, std::vector<PlannedFault>* timeline) {
     r.ranks = j.at("worlds").get<std::map<std::string, int>>();
     r.device = j.value("device", r.device);
     r.program = j.value("program", std::vector<std::string>());
+    r.stop_within = Ms(j.value("stop_within_ms", RoleSpec::kDefaultStopWithin.count()));
     s.roles[name] = r;
   }
   for (const auto& t : sc.value("traffic", json::array())) s.traffic.push_back(trafficFromJson(t));

@@ -48,8 +48,14 @@ struct RoleSpec {
   std::string executable;                  // program[0] resolved to a path (validation)
   std::map<std::string, std::string> env;  // extra variables, values unexpanded
   std::string cwd;                         // absolute working directory of a program role
+  // How long the role's process has to exit once told to stop at the end of the run before it is
+  // killed and judged hung (`stop_within`, docs/scenarios.md "How a program is stopped"): a
+  // program role may give its own (a torch program's interpreter takes seconds to exit);
+  // an mw_worker role keeps the default.
+  Ms stop_within{kDefaultStopWithin};
   std::string where;
 
+  static constexpr Ms kDefaultStopWithin{5000};
   bool isProgram() const { return !program.empty(); }
 };
 

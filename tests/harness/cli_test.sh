@@ -193,7 +193,7 @@ check_invalid program_not_member.lua 6 "placeholder .*world.w2.port.*: role 'app
 check_invalid program_malformed_placeholder.lua 7 "roles.app.env.PORT: '\\\$\{' without its closing '\}'"
 check_invalid program_env_not_string.lua 8 "roles.app.env.COUNT: expected a string, got 3"
 check_invalid program_env_reserved.lua 7 "roles.app.env.MW_TELEMETRY_FD: the harness sets MW_TELEMETRY_FD itself"
-check_invalid env_without_program.lua 6 "roles.a.env: only a program role \(program = \{ ... \}\) takes env and cwd"
+check_invalid env_without_program.lua 6 "roles.a.env: only a program role \(program = \{ ... \}\) takes env, cwd and stop_within"
 check_invalid program_cwd.lua 7 "roles.app.cwd: '$inv/no-such-directory' is not a directory"
 check_invalid program_traffic.lua 9 "traffic\[1\]: world 'w1' has program role 'app' as a member"
 check_invalid program_remove_world.lua 6 "remove_world: role 'app' runs a program; remove_world and add_world are commands to mw_worker"

@@ -12,6 +12,8 @@
 //                           until SIGTERM
 //   --no-failpoints         when MW_FAILPOINT_FIFO asks for failpoints, answer `fifo -` first,
 //                           as the runtime of a release build without failpoints does
+//   --exit-after-term MS    once SIGTERM came, take MS milliseconds to exit (a program whose
+//                           interpreter takes seconds to wind up)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +56,7 @@ bool emit(int fd, const mw::telemetry_lines::Line& l) {
 int main(int argc, char** argv) {
   int exit_early = -1;
   bool child = false, never_ready = false, no_failpoints = false;
+  int exit_after_term_ms = 0;
   std::printf("fake: argv");
   for (int i = 0; i < argc; ++i) std::printf(" [%s]", argv[i]);
   std::printf("\n");
@@ -66,6 +69,8 @@ int main(int argc, char** argv) {
       never_ready = true;
     } else if (std::strcmp(argv[i], "--no-failpoints") == 0) {
       no_failpoints = true;
+    } else if (std::strcmp(argv[i], "--exit-after-term") == 0 && i + 1 < argc) {
+      exit_after_term_ms = std::atoi(argv[++i]);
     }
   }
   char cwd[4096] = "";
@@ -117,5 +122,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("fake: stopped by SIGTERM after %lld bytes\n", static_cast<long long>(bytes));
+  std::fflush(stdout);
+  if (exit_after_term_ms > 0) ::usleep(static_cast<useconds_t>(exit_after_term_ms) * 1000);
   return 0;
 }

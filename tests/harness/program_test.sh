@@ -113,6 +113,24 @@ out=$(cd "$work/cwd" && PATH=":$base_path" timeout -s KILL 30 "$mwchaos" run -q 
 rc=$?
 [ "$rc" = 0 ] || fail "a program on an empty PATH entry: exit $rc, expected 0; output: $out"
 
+# A role's own time to exit (stop_within): the one that gave itself 4 s exits in 1.5 s and is
+# not hung; the one that gave itself 500 ms is killed then, and no_hang names it with its bound.
+out=$(timeout -s KILL 30 "$mwchaos" run -q -o "$work/out" "$fix/program_slow_exit.lua" 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "program_slow_exit.lua: exit $rc, expected 1 (hasty hung); output: $out"
+grep -q "did not exit within its role's stop_within of being told to stop (killed): hasty (500 ms)" \
+  <<<"$out" || fail "program_slow_exit.lua: no_hang does not name hasty and its bound; output: $out"
+python3 - "$work/out/program_slow_exit/report.json" <<'PY' || fail "program_slow_exit.lua: the report's workers"
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = {x["role"]: x for x in r["run"]["workers"]}
+ok = (w["patient"]["exit"] == "exited 0" and not w["patient"]["hung"] and w["hasty"]["hung"]
+      and w["hasty"]["exit"] == "killed by SIGKILL"
+      and r["scenario"]["roles"]["patient"]["stop_within_ms"] == 4000)
+print(json.dumps({k: (v["exit"], v["hung"]) for k, v in w.items()}))
+sys.exit(0 if ok else 1)
+PY
+
 # No process of the fake is left.
 pgrep -f "$work/(bin|cwd)/mw_fake_program" >/dev/null && fail "a mw_fake_program process remains"
 

@@ -127,6 +127,26 @@ TEST_CASE("each range takes its edges and refuses what lies past them", "[harnes
              Catch::Contains("expect.replacement_within: \"1e300s\" is out of range"));
 }
 
+TEST_CASE("a program role's stop_within is 100 ms to 600 s, and a program role's only",
+          "[harness][ranges]") {
+  const auto withStop = [](const std::string& value, bool program = true) {
+    return std::string("scenario { name = 's', worlds = { w1 = {} },\n") +
+           "  roles = { a = { worlds = { w1 = 0 }" +
+           (program ? ", program = { '/bin/true' }" : "") + ", stop_within = " + value + " } } }\n";
+  };
+  CHECK(scenarioErrors(withStop("'100ms'")) == std::vector<std::string>{});
+  CHECK(scenarioErrors(withStop("600")) == std::vector<std::string>{});
+  CHECK_THAT(oneError(withStop("'99ms'")),
+             Catch::Contains("roles.a.stop_within: \"99ms\" is out of range (100 ms to 600 s)"));
+  CHECK_THAT(oneError(withStop("600.001")),
+             Catch::Contains("roles.a.stop_within: 600.001 s is out of range (100 ms to 600 s)"));
+  CHECK_THAT(oneError(withStop("'soon'")),
+             Catch::Contains("roles.a.stop_within: expected a duration"));
+  CHECK_THAT(oneError(withStop("'5s'", false)),
+             Catch::Contains("roles.a.stop_within: only a program role (program = { ... }) takes "
+                             "env, cwd and stop_within"));
+}
+
 TEST_CASE("a traffic rate is 0 or within kMinRate..kMaxRate", "[harness][ranges]") {
   auto traffic = [](const std::string& rate) {
     return scenarioWith("traffic = { gather_to_leader { world = 'w1', rate = " + rate + " } }");

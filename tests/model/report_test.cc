@@ -82,6 +82,27 @@ TEST_CASE("a report judged again keeps the verdicts of expect.healthy", "[model]
             .count("healthy") == 0);
 }
 
+TEST_CASE("a role's stop_within survives the codec, and a rejudged no_hang keeps it",
+          "[model][report]") {
+  Scenario s = leaderAnd(1);
+  s.roles["a1"].program = {"python3", "serve.py"};
+  s.roles["a1"].stop_within = Ms(15000);
+  RunRecord r = emptyRun();
+  r.workers.resize(1);
+  r.workers[0].role = "a1";
+  r.workers[0].hung = true;
+  const json doc = toJson(makeReport(s, r, {}, Outcome::kCompleted, "", json::object()));
+  CHECK(doc["scenario"]["roles"]["a1"]["stop_within_ms"] == 15000);
+  CHECK(doc["scenario"]["roles"]["leader"].count("stop_within_ms") == 0);  // the default
+  const Report again = rejudge(reportFromJson(json::parse(doc.dump())));
+  CHECK(again.scenario.roles.at("a1").stop_within == Ms(15000));
+  CHECK(again.scenario.roles.at("leader").stop_within == RoleSpec::kDefaultStopWithin);
+  const auto hang = std::find_if(again.verdicts.begin(), again.verdicts.end(),
+                                 [](const Verdict& v) { return v.name == "no process hangs"; });
+  REQUIRE(hang != again.verdicts.end());
+  CHECK(hang->measured == "a1 (15 s)");
+}
+
 // The saved reports (tests/model/saved) are of runs of the scenario library made by the harness
 // before its model moved to model/ (ef06fba: scenarios/*.lua with --backend gloo, and
 // tests/harness/fixtures/inconclusive_throughput.lua). The JSON rounds times to the millisecond
