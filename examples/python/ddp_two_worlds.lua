@@ -26,13 +26,19 @@ scenario {
   -- needs before they join (torch 2.x's DDP imports torch._dynamo when first built: 5 s and more
   -- beside two busy loops), so main steps from the start; the warm-up still gives its step rate
   -- 4 s to settle before the kill at 5 s.
+  -- Each role has 15 s to exit once told to stop (stop_within): a torch 2.x interpreter with
+  -- torch._dynamo loaded takes 1.4 s to exit on a quiet machine, three times that beside two
+  -- busy loops, with all three roles exiting at once.
   duration = "26s",
   warmup = "4s",
   worlds = { train = { heartbeat = "2s" }, serve = { heartbeat = "500ms" } },
   roles = {
-    main = { worlds = { train = 0, serve = 0 }, program = role("main", "train", "serve") },
-    trainer = { worlds = { train = 1 }, program = role("trainer", "train") },
-    client = { worlds = { serve = 1 }, program = role("client", "serve") },
+    main = { worlds = { train = 0, serve = 0 }, program = role("main", "train", "serve"),
+              stop_within = "15s" },
+    trainer = { worlds = { train = 1 }, program = role("trainer", "train"),
+              stop_within = "15s" },
+    client = { worlds = { serve = 1 }, program = role("client", "serve"),
+              stop_within = "15s" },
   },
   timeline = {
     at("5s", kill("client")),

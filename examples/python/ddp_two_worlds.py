@@ -47,18 +47,30 @@ def model():
 
 
 def join(manager, world, rank, stop):
-    """Joins (or re-joins) `world` until it works or `stop` is set; True once joined."""
+    """Joins (or re-joins) `world` until it works or `stop` is set; True once joined. A join in
+    progress when `stop` is set is cancelled within 50 ms: the stop may come just after the
+    world broke (its other member stopped first), and a join that waited for its own deadline
+    would hold the process past the harness's 5 s."""
     name, addr, port, heartbeat_ms, op_timeout_ms = world
     while not stop.is_set():
         try:
-            manager.remove_world(name)  # a broken generation, if any
+            manager.remove_world(name)  # a broken generation, or a failed join, if any
         except mw.MultiworldError:
             pass
+        joining = manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=2,
+                                           token=os.environ.get("MW_CHAOS_STORE_TOKEN"),
+                                           heartbeat_timeout=heartbeat_ms / 1000,
+                                           op_timeout=op_timeout_ms / 1000, async_op=True)
+        while not joining.is_completed() and not stop.wait(0.05):
+            pass
+        if not joining.is_completed():  # stopped: cancel the join
+            try:
+                manager.remove_world(name)
+            except mw.MultiworldError:  # the manager's close() came first
+                pass
+            return False
         try:
-            manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=2,
-                                     token=os.environ.get("MW_CHAOS_STORE_TOKEN"),
-                                     heartbeat_timeout=heartbeat_ms / 1000,
-                                     op_timeout=op_timeout_ms / 1000)
+            joining.wait()
             return True
         except (mw.MultiworldError, TimeoutError):
             time.sleep(0.05)
