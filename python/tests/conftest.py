@@ -1,8 +1,11 @@
 """Shared helpers: worlds whose ranks are threads of the test process, each rank with its own
 WorldManager (the binding releases the GIL in every blocking call, so the threads progress)."""
 
+import gc
 import itertools
+import os
 import threading
+import time
 
 import pytest
 
@@ -34,6 +37,42 @@ def run_threads(fns, timeout=30):
         if e is not None:
             raise e
     return results
+
+
+def open_fds():
+    """This process's descriptors and what each is (a socket, a pipe, a file)."""
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed already
+            pass
+    return out
+
+
+def settled_fds(limit, seconds=5.0):
+    """The descriptors, once at most `limit` (or after `seconds`): one that another thread is
+    closing right now, or that an object only the garbage collector frees holds, is no leak."""
+    deadline = time.monotonic() + seconds
+    fds = open_fds()
+    while len(fds) > limit and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+        fds = open_fds()
+    return fds
+
+
+def task_names():
+    """The names of this process's threads, sorted (each of the runtime's is named mw-<role>,
+    runtime/src/base/thread_name.h)."""
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # ended meanwhile
+            pass
+    return sorted(names)
 
 
 def unique_name(prefix="w"):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import multiworld_native as mw
+from conftest import open_fds, task_names
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fault_worker.py")
 
@@ -112,18 +113,10 @@ def test_stopped_worker_breaks_its_world_after_the_heartbeat_timeout():
 
 
 def _fds_and_threads():
-    """Open descriptors, the process's threads, and the runtime's own threads by name (each of
-    its threads is named mw-<role>, runtime/src/base/thread_name.h)."""
+    """Open descriptors, the process's threads, and the runtime's own threads by name."""
     gc.collect()  # an earlier test's objects, closed when collected, are not counted against us
-    tasks = []
-    for t in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{t}/comm") as f:
-                tasks.append(f.read().strip())
-        except OSError:  # ended meanwhile
-            pass
-    return (len(os.listdir("/proc/self/fd")), len(tasks),
-            sorted(n for n in tasks if n.startswith("mw-")))
+    tasks = task_names()
+    return len(open_fds()), len(tasks), [n for n in tasks if n.startswith("mw-")]
 
 
 def test_remove_and_recreate_a_name_100_times_leaves_fds_and_threads_flat():

@@ -20,7 +20,7 @@ import multiworld_native as mw
 from multiworld_native import torch as mwtorch
 
 import ddp_worker
-from conftest import LocalWorld, run_threads
+from conftest import LocalWorld, open_fds, run_threads, settled_fds, task_names
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_worker.py")
 
@@ -139,40 +139,6 @@ def test_a_world_with_hundreds_of_stalled_futures_holds_no_sibling_world():
     assert all(f.done() for f in pending)
 
 
-def _open_fds():
-    """This process's descriptors and what each is (a socket, a pipe, a file)."""
-    out = {}
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # the listing's own descriptor, closed already
-            pass
-    return out
-
-
-def _settled_fds(limit, seconds=5.0):
-    """The descriptors, once at most `limit` (or after `seconds`): one that another thread is
-    closing right now, or that an object only the garbage collector frees holds, is no leak."""
-    deadline = time.monotonic() + seconds
-    fds = _open_fds()
-    while len(fds) > limit and time.monotonic() < deadline:
-        gc.collect()
-        time.sleep(0.05)
-        fds = _open_fds()
-    return fds
-
-
-def _task_names():
-    names = []
-    for t in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{t}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:  # ended meanwhile
-            pass
-    return sorted(names)
-
-
 def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     def cycle():
         w = LocalWorld(2)
@@ -191,19 +157,19 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     # forget_active_ddp, docs/python.md). The check lets go of it before counting.
     mwtorch._adapter.forget_active_ddp()
     gc.collect()
-    before = _open_fds()
+    before = open_fds()
     fds = len(before)
     threads = threading.active_count()
     tasks = len(os.listdir("/proc/self/task"))
     ranks = len(mwtorch._rank_map())
     for _ in range(100):
         cycle()
-    mid = _settled_fds(fds)
+    mid = settled_fds(fds)
     mid_tasks = len(os.listdir("/proc/self/task"))
     for _ in range(50):
         cycle()
     mwtorch._adapter.forget_active_ddp()
-    after = _settled_fds(len(mid))
+    after = settled_fds(len(mid))
     # Exactly what the first cycle left, and no growth over the last 50; every new descriptor is
     # named when this fails.
     assert len(after) <= len(mid), {fd: t for fd, t in after.items() if mid.get(fd) != t}
@@ -213,7 +179,7 @@ def test_a_hundred_create_train_remove_cycles_leave_fds_and_threads_flat():
     deadline = time.monotonic() + 5
     while len(os.listdir("/proc/self/task")) > tasks and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(os.listdir("/proc/self/task")) <= tasks, (mid_tasks, _task_names())
+    assert len(os.listdir("/proc/self/task")) <= tasks, (mid_tasks, task_names())
     assert len(mwtorch._rank_map()) == ranks
     assert len(mwtorch._live) == 0  # every Work let go
 
