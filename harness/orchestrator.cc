@@ -64,6 +64,11 @@ void Run::fail(Outcome o, const std::string& why) {
   res_.record.harness_errors.push_back(why);
 }
 
+void Run::markInterrupted() {
+  res_.record.interrupted = true;
+  if (res_.outcome == Outcome::kCompleted) res_.outcome = Outcome::kInterrupted;
+}
+
 void Run::prepare() {
   std::set<uint16_t> used;
   for (const auto& [name, w] : s_.worlds) {
@@ -387,8 +392,7 @@ void Run::waitReady() {
     }
     if (all) return;
     if (interrupted()) {
-      res_.outcome = Outcome::kInterrupted;
-      res_.record.interrupted = true;
+      markInterrupted();
       return;
     }
     if (Clock::now() >= until) {
@@ -428,8 +432,7 @@ void Run::play() {
   const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;
   while (chaos::monoNs() < end_ns && res_.outcome == Outcome::kCompleted) {
     if (interrupted()) {
-      res_.outcome = Outcome::kInterrupted;
-      res_.record.interrupted = true;
+      markInterrupted();
       break;
     }
     while (next < s_.timeline.size() &&
@@ -476,24 +479,43 @@ void Run::stopAll() {
     w.proc->closeStdin();
     w.stopped = true;
   }
-  // Each role has its own time to exit (RoleSpec::stop_within, 5 s unless a program role gives
-  // one); one still running past it is killed and reaped there, and judged hung.
+  // Each role has its own time to exit (Scenario::stopWithin); one still running past it is
+  // killed and reaped there, and judged hung. An interrupt (Ctrl-C, SIGTERM) ends the run
+  // interrupted and still gives the roles their time, saying how long that may be; a second one
+  // kills what is left at once (not judged hung: the run is over unjudged).
   const auto told = Clock::now();
+  bool announced = false;
   for (;;) {
+    if (interrupted()) {
+      markInterrupted();
+      if (forced()) {
+        for (auto& [role, w] : workers_) {
+          if (w.proc && !w.proc->poll()) w.proc->killAndReap();
+        }
+        break;
+      }
+    }
     bool all = true;
+    Ms longest{0};  // the longest time left to a role still running, in whole seconds
     for (auto& [role, w] : workers_) {
       if (!w.proc || w.proc->poll()) continue;
-      const auto spec = s_.roles.find(role);
-      const Ms within =
-          spec != s_.roles.end() ? spec->second.stop_within : RoleSpec::kDefaultStopWithin;
-      if (Clock::now() - told >= within) {
+      const auto left = s_.stopWithin(role) - (Clock::now() - told);
+      if (left <= Clock::duration::zero()) {
         w.proc->killAndReap();
         hung_.insert(role);
         continue;
       }
       all = false;
+      longest = std::max<Ms>(longest, std::chrono::ceil<std::chrono::seconds>(left));
     }
     if (all) break;
+    if (interrupted() && !announced && o_.verbosity >= 1) {
+      announced = true;
+      std::fprintf(stderr,
+                   "mwchaos: interrupted: waiting for the roles to exit (up to %s, their "
+                   "stop_within); interrupt again to kill them now\n",
+                   timeText(longest).c_str());
+    }
     pump(10);
   }
   for (auto& [role, w] : workers_) {

@@ -21,6 +21,8 @@ struct RunOptions {
   int verbosity = 1;        // 0: quiet, 1: progress, 2: every worker line
   bool tty = false;         // progress redraws one line (else a line per second)
   const std::atomic<bool>* interrupted = nullptr;  // set by the CLI's signal handler
+  // Set by a second signal: roles still taking their stop_within to exit are killed at once.
+  const std::atomic<bool>* forced = nullptr;
   int gpus = 0;  // GPUs this machine has (roles on "gpu" are spread across them)
   const Inventory* inventory = nullptr;  // --hosts (model/inventory.h); null: none
 };

@@ -72,6 +72,9 @@ class Run {
   void fail(Outcome o, const std::string& why);
 
   bool interrupted() const { return o_.interrupted != nullptr && o_.interrupted->load(); }
+  bool forced() const { return o_.forced != nullptr && o_.forced->load(); }
+  // The run ends interrupted (unless it had already failed: that outcome stays).
+  void markInterrupted();
 
   void prepare();
 

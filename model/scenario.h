@@ -278,6 +278,10 @@ struct Scenario {
   // The worlds a network fault touches: those with members on both sides of a partition, or a
   // member on the host of a loss, bandwidth or delay fault.
   std::vector<std::string> worldsTouchedBy(const ActionSpec& a) const;
+  // How long `role`'s process has to exit once told to stop before it is killed and judged hung:
+  // its stop_within (RoleSpec::kDefaultStopWithin for an mw_worker role, and for a name that is
+  // no role of the scenario).
+  Ms stopWithin(const std::string& role) const;
 };
 
 // The ranges of a scenario's numbers (docs/scenarios.md, "Limits"). Validation refuses a value

@@ -191,6 +191,11 @@ std::vector<std::string> Scenario::worldsOf(const std::string& role) const {
   return out;
 }
 
+Ms Scenario::stopWithin(const std::string& role) const {
+  const auto it = roles.find(role);
+  return it != roles.end() ? it->second.stop_within : RoleSpec::kDefaultStopWithin;
+}
+
 std::vector<std::string> Scenario::hosts() const {
   std::set<std::string> hs;
   for (const auto& [name, r] : roles) {

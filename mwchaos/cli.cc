@@ -75,6 +75,9 @@ exit codes:
      or mwchaos failed outside any scenario's run (inside one: 1, and its report says why)
   4  inconclusive: nothing failed, but a throughput verdict could not tell pass from fail on
      this machine's noise (its report gives the evidence; docs/scenarios.md)
+  130 interrupted by Ctrl-C, SIGTERM or SIGHUP: the roles are told to stop and given their time
+     to exit (a program role's stop_within), the report says "interrupted"; a second signal
+     kills the roles at once
 When several scenarios run, the code is the first of 2, 1, 4, 3, 0 that applies, except that a
 report that could not be written makes it 3 (unless it is 2). Reports are written to a
 temporary file beside the final one and renamed: a link at the final path is replaced, never

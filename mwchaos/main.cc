@@ -41,8 +41,14 @@ using namespace mw::harness;
 
 namespace {
 
+// The first SIGINT, SIGTERM or SIGHUP interrupts (the roles are told to stop and given their
+// stop_within); a second forces (what is still running is killed at once).
 std::atomic<bool> interrupted{false};
-void onSignal(int) { interrupted = true; }
+std::atomic<bool> forced{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler's flags");
+void onSignal(int) {
+  if (interrupted.exchange(true)) forced = true;
+}
 
 json environment(const Cli& cli, int gpus) {
   utsname u{};
@@ -360,6 +366,7 @@ int run(const Cli& cli) {
   ro.verbosity = cli.verbosity;
   ro.tty = ::isatty(2) != 0;
   ro.interrupted = &interrupted;
+  ro.forced = &forced;
   ro.gpus = gpus;
   ro.inventory = inventory ? &*inventory : nullptr;
   std::vector<Report> reports;
@@ -396,7 +403,7 @@ int run(const Cli& cli) {
       std::fputs(mw::reports::githubAnnotations(report).c_str(), stdout);
     rc = combineExit(rc, exitFor(report.verdict()));
     reports.push_back(std::move(report));
-    if (res.outcome == Outcome::kInterrupted) {
+    if (res.outcome == Outcome::kInterrupted || interrupted.load()) {
       std::fprintf(stderr, "mwchaos: interrupted; every worker was stopped\n");
       if (cli.formats.count("junit")) writeFile(out / "junit.xml", mw::reports::junitXml(reports));
       return kExitInterrupted;

@@ -5,15 +5,7 @@ namespace mw::harness::checks {
 
 std::vector<Verdict> noHang(const Scenario& s, const RunRecord& r) {
   if (!s.expect.no_hang) return {};
-  // Each role's time to exit: 5 s, unless a program role gives its own (stop_within).
-  const auto within = [&](const std::string& role) {
-    const auto it = s.roles.find(role);
-    return it != s.roles.end() ? it->second.stop_within : RoleSpec::kDefaultStopWithin;
-  };
-  const auto text = [](Ms d) {
-    return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s"
-                                 : std::to_string(d.count()) + " ms";
-  };
+  // Each role's time to exit: the default, unless a program role gives its own (stop_within).
   bool all_default = true;
   for (const auto& [name, role] : s.roles) {
     all_default &= role.stop_within == RoleSpec::kDefaultStopWithin;
@@ -22,9 +14,10 @@ std::vector<Verdict> noHang(const Scenario& s, const RunRecord& r) {
   for (const auto& w : r.workers) {
     if (!w.hung) continue;
     hung += (hung.empty() ? "" : ", ") + w.role;
-    if (!all_default) hung += " (" + text(within(w.role)) + ")";
+    if (!all_default) hung += " (" + timeText(s.stopWithin(w.role)) + ")";
   }
-  const std::string bound = all_default ? "5 s" : "its role's stop_within";
+  const std::string bound =
+      all_default ? timeText(RoleSpec::kDefaultStopWithin) : "its role's stop_within";
   return {{"no process hangs",
            "",
            hung.empty() ? VerdictStatus::kPass : VerdictStatus::kFail,

@@ -16,11 +16,8 @@ ln -s "$fake" "$work/bin/mw_fake_program"
 base_path=$PATH
 export PATH="$work/bin:$PATH"
 fix=$src/tests/harness/fixtures
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The scenario with faults: every expectation holds (no orphan, no hang).
 out=$(timeout -s KILL 60 "$mwchaos" run -q -o "$work/out" "$fix/program_roles.lua" 2>&1)
@@ -131,8 +128,41 @@ print(json.dumps({k: (v["exit"], v["hung"]) for k, v in w.items()}))
 sys.exit(0 if ok else 1)
 PY
 
-# No process of the fake is left.
-pgrep -f "$work/(bin|cwd)/mw_fake_program" >/dev/null && fail "a mw_fake_program process remains"
+# Interrupted while a role takes its time to exit: the first SIGINT ends the run interrupted and
+# leaves the role its stop_within (90 s), saying so; the second kills it at once (Ctrl-C never
+# waits 90 s for a user who presses it twice), and the report says interrupted, not hung.
+"$mwchaos" run -o "$work/long" "$fix/program_stop_long.lua" >"$work/long.out" 2>"$work/long.err" &
+pid=$!
+for _ in $(seq 1 300); do  # its progress lines begin once the role joined: "[  1.0/60.0s] ..."
+  grep -q '^\[ *[0-9.]*/60.0s\]' "$work/long.err" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q '^\[ *[0-9.]*/60.0s\]' "$work/long.err" || fail "program_stop_long.lua: the run never started"
+kill -INT "$pid"
+for _ in $(seq 1 300); do
+  grep -q "interrupt again to kill them now" "$work/long.err" && break
+  sleep 0.1
+done
+grep -qx "mwchaos: interrupted: waiting for the roles to exit (up to 90 s, their stop_within); interrupt again to kill them now" \
+  "$work/long.err" || fail "a first SIGINT: no word of the wait; stderr: $(cat "$work/long.err")"
+sleep 1
+kill -0 "$pid" 2>/dev/null || fail "a first SIGINT: mwchaos did not leave the role its stop_within"
+pgrep -f '^mw_fake_program --exit-after-term 120000' >/dev/null ||
+  fail "a first SIGINT: the role was not left its stop_within"
+kill -INT "$pid"
+ended "a second SIGINT: mwchaos" "$pid" 10
+[ "$rc" = 130 ] || fail "a second SIGINT: exit $rc, expected 130; stderr: $(cat "$work/long.err")"
+python3 - "$work/long/program_stop_long/report.json" <<'PY' || fail "interrupted twice: the report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = r["run"]["workers"]
+print(r["outcome"], [(x["role"], x["exit"], x["hung"]) for x in w])
+sys.exit(0 if r["outcome"] == "interrupted" and r["run"]["interrupted"] and len(w) == 1
+         and w[0]["exit"] == "killed by SIGKILL" and not w[0]["hung"] else 1)
+PY
+
+# No process of the fake is left (it runs as its scenarios name it: argv[0] "mw_fake_program").
+pgrep -f '^mw_fake_program( |$)' >/dev/null && fail "a mw_fake_program process remains: $(pgrep -af '^mw_fake_program( |$)')"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)"
