@@ -296,6 +296,10 @@ bool Run::start(const std::string& role) {
 
 void Run::startAll() {
   for (const auto& [name, r] : s_.roles) {
+    if (interrupted()) {  // (host agents may have taken seconds to start): no role is started
+      markInterrupted();
+      return;
+    }
     if (!start(name)) return;
   }
 }
@@ -509,7 +513,7 @@ void Run::stopAll() {
       longest = std::max<Ms>(longest, std::chrono::ceil<std::chrono::seconds>(left));
     }
     if (all) break;
-    if (interrupted() && !announced && o_.verbosity >= 1) {
+    if (interrupted() && !announced) {  // -q or not: it answers what the user did
       announced = true;
       std::fprintf(stderr,
                    "mwchaos: interrupted: waiting for the roles to exit (up to %s, their "
