@@ -3,8 +3,8 @@
 # a load, each test once per run, never retried. docs/testing.md records what it measured.
 #
 #   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing|torch2] [--sanitizers]
-#                       [--build DIR] [--venv DIR] [--out DIR]
-#   tests/flake_hunt.sh --table
+#                       [--build DIR] [--venv DIR] [--out DIR] [--results FILE]
+#   tests/flake_hunt.sh --table [--results FILE]
 #
 # --set gate (default): every test the README's test command (.ci/quickstart test) runs in its
 #   plain build, two at a time as the gate runs them (ctest -j 2; RUN_SERIAL scripts alone):
@@ -28,18 +28,21 @@
 # that fills and fsyncs a 256 MiB file over and over; none = nothing added. The table counts the
 # runs of one load (--load, cpu unless given); rows of other loads stay in the file, and a run
 # whose load was not what it said (a build beside it) is relabelled there by hand (cpu+build).
-# Every run appends one line per test to OUT/results.tsv (run, load, test, status, reruns,
-# seconds), so that runs accumulate across invocations (and sessions: OUT defaults to
-# build/flake-hunt, which a fresh clone lacks; docs/testing.md keeps the counts); the table
-# printed at the end (and by --table alone) counts runs, failures and reruns per test over the
-# whole file. A rerun is what tests/run_scenario.sh did for an inconclusive verdict (mwchaos
-# prints "RERUN ..."); it is counted, never hidden. A failing test is a bug to find: its output is
-# kept in OUT/failures/.
+# Every run appends one line per test to the results file (run, load, test, status, reruns,
+# seconds, commit: the checkout's HEAD, with "+" when its tree differs from it). It is
+# tests/flake_results.tsv unless --results names another: a file of the repository, committed
+# after a hunt, so that runs accumulate across invocations, clones and sessions (build/, where it
+# was kept before, is not in a clone: runs 1 to 29 were lost with it; docs/testing.md records
+# them). Lines that start with "#" are comments; "# earlier runs: N" numbers the next run after N.
+# The table printed at the end (and by --table alone) counts runs, failures and reruns per test
+# over the whole file. Logs and JUnit files go to OUT (build/flake-hunt unless given). A rerun
+# is what tests/run_scenario.sh did for an inconclusive verdict (mwchaos prints "RERUN ..."); it
+# is counted, never hidden. A failing test is a bug to find: its output is kept in OUT/failures/.
 # Exit: 0 no failure in this invocation, 1 a test failed, 2 usage.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=1 load=cpu build="$here/build/release" venv="$here/build/pyenv" out="$here/build/flake-hunt"
-table_only=0 set=gate sanitizers=0
+results="$here/tests/flake_results.tsv" table_only=0 set=gate sanitizers=0
 while (($#)); do
   case $1 in
     --runs) runs=$2; shift 2 ;;
@@ -47,26 +50,28 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --venv) venv=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
     --set) set=$2; shift 2 ;;
     --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 # Absolute: the Python tests run from python/ (a relative --venv named nothing there).
 build=$(realpath -m -- "$build") venv=$(realpath -m -- "$venv") out=$(realpath -m -- "$out")
+results=$(realpath -m -- "$results")
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
 case $set in gate|timing|torch2) ;; *) echo "flake_hunt.sh: --set is gate, timing or torch2, got '$set'" >&2; exit 2 ;; esac
-mkdir -p "$out/failures" "$out/junit"
-results="$out/results.tsv"
-[ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\n' >"$results"
+mkdir -p "$out/failures" "$out/junit" "$(dirname "$results")"
+[ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\tcommit\n' >"$results"
 
 table() {
   python3 - "$results" "$load" <<'PY'
 import collections, csv, sys
-every = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+every = list(csv.DictReader((l for l in open(sys.argv[1]) if not l.startswith("#")),
+                            delimiter="\t"))
 rows = [r for r in every if r["load"] == sys.argv[2]]  # the load asked for; the others are kept
 per = collections.OrderedDict()
 loads = collections.Counter()
@@ -123,9 +128,9 @@ fault_regex() {
 
 # record RUN JUNIT-XML: appends one line per test case of the JUnit file to results.tsv.
 record() {
-  python3 - "$1" "$load" "$2" "$results" "$out/failures" <<'PY'
+  python3 - "$1" "$load" "$2" "$results" "$out/failures" "$commit" <<'PY'
 import os, re, sys, xml.etree.ElementTree as ET
-run, load, path, results, failures = sys.argv[1:6]
+run, load, path, results, failures, commit = sys.argv[1:7]
 if not os.path.exists(path):
     sys.exit(0)
 root = ET.parse(path).getroot()
@@ -142,7 +147,7 @@ with open(results, "a") as f:
         elif case.find("skipped") is not None or case.get("status") in ("notrun", "disabled"):
             status = "skipped"
         reruns = len(re.findall(r"^RERUN ", out, re.M))
-        f.write(f"{run}\t{load}\t{name}\t{status}\t{reruns}\t{float(case.get('time') or 0):.1f}\n")
+        f.write(f"{run}\t{load}\t{name}\t{status}\t{reruns}\t{float(case.get('time') or 0):.1f}\t{commit}\n")
         if status == "failed":
             safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
             with open(os.path.join(failures, f"run{run}-{safe}.txt"), "w") as g:
@@ -176,8 +181,8 @@ cmd_run() {
     cp "$out/run$i-$name.log" "$out/failures/run$i-$name.txt"
     failed=1
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$load" "$name" "$status" \
-    "$(grep -c '^RERUN ' "$out/run$i-$name.log")" "$((SECONDS - t0))" >>"$results"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$load" "$name" "$status" \
+    "$(grep -c '^RERUN ' "$out/run$i-$name.log")" "$((SECONDS - t0))" "$commit" >>"$results"
   echo "   $name: $status (exit $rc)"
   return "$rc"
 }
@@ -205,8 +210,17 @@ ctest_run() {
 
 regex=$(fault_regex)
 failed=0
-last=$(tail -n +2 "$results" | cut -f1 | sort -n | tail -n 1)
-first=$((${last:-0} + 1))
+last=$(grep -v '^#' "$results" | tail -n +2 | cut -f1 | sort -n | tail -n 1)
+earlier=$(sed -n 's/^# earlier runs: \([0-9]*\).*/\1/p' "$results" | head -n 1)
+first=$((${last:-0} > ${earlier:-0} ? ${last:-0} + 1 : ${earlier:-0} + 1))
+# The tree the runs test: HEAD, "+" when it differs from it (the hunt's own results file aside).
+commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
+own=$(realpath --relative-to="$here" "$results")
+exclude=()
+[[ $own == ../* ]] || exclude=(":!$own")
+if [ "$commit" != unknown ] && [ -n "$(git -C "$here" status --porcelain -- . "${exclude[@]}")" ]; then
+  commit+="+"
+fi
 torch2="$here/build/torch2-env"
 for ((i = first; i < first + runs; i++)); do
   start_hogs
