@@ -51,6 +51,9 @@ RunResult Run::go() {
   }
   stopAll();
   cleanup();
+  // An interrupt after the run's last look at it (during the host agents' cleanup, the stop's
+  // last moment) still ends the run interrupted, unjudged, as mwchaos's exit code (130) says.
+  if (interrupted()) markInterrupted();
   res_.record.harness_cpu = cpuSeconds(RUSAGE_SELF) - cpu0;
   res_.record.workers_cpu = cpuSeconds(RUSAGE_CHILDREN) - child0;
   return std::move(res_);

@@ -36,6 +36,9 @@ struct RunResult {
   RunRecord record;
 };
 
+// Runs `s` once: starts its roles, plays its timeline, stops and cleans up everything, and returns
+// what it recorded. A signal that sets options.interrupted at any moment, the stop and the
+// cleanup included, makes the outcome kInterrupted (unless it failed before).
 RunResult runScenario(const Scenario& s, const RunOptions& options);
 
 }  // namespace mw::harness

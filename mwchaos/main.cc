@@ -304,13 +304,7 @@ Report runOnce(const LoadedScenario& l, const RunOptions& ro, const json& env, R
   Outcome outcome = Outcome::kCompleted;
   std::vector<Verdict> verdicts;
   try {
-    res = runScenario(s, ro);
-    if (res.outcome == Outcome::kCompleted && ro.interrupted != nullptr && ro.interrupted->load()) {
-      // Interrupted after its last look at the signal (its host agents' cleanup, the last
-      // moment of the stop): the run ends interrupted, unjudged, as the exit code (130) says.
-      res.outcome = Outcome::kInterrupted;
-      res.record.interrupted = true;
-    }
+    res = runScenario(s, ro);  // interrupted at any moment: Outcome::kInterrupted (Run::go)
     outcome = res.outcome;
     if (outcome == Outcome::kCompleted) {
       verdicts = evaluate(s, res.record);
