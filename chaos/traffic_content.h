@@ -38,6 +38,9 @@ uint64_t contentRange(DType dtype, int contributors);
 
 // Writes the content of `key` into `data`, `count` elements of `dtype`.
 void fillContent(void* data, DType dtype, size_t count, const ContentKey& key, uint64_t range);
+// The same for elements [begin, end) only (data points at element 0; the others are untouched).
+void fillContent(void* data, DType dtype, size_t begin, size_t end, const ContentKey& key,
+                 uint64_t range);
 
 // Where a received tensor first differs from what it should hold.
 struct Mismatch {
@@ -51,6 +54,15 @@ struct Mismatch {
 // sender's content). Empty when every element is right.
 std::optional<Mismatch> checkContent(const void* data, DType dtype, size_t count,
                                      std::span<const ContentKey> keys, uint64_t range);
+// The same for elements [begin, end) only (data points at element 0; Mismatch::offset counts from
+// there).
+std::optional<Mismatch> checkContent(const void* data, DType dtype, size_t begin, size_t end,
+                                     std::span<const ContentKey> keys, uint64_t range);
+
+// Whether elements [begin, end) of `data` hold exactly the content of `key` (one sender's),
+// stopping at the first element that differs.
+bool holdsContent(const void* data, DType dtype, size_t begin, size_t end, const ContentKey& key,
+                  uint64_t range);
 
 // A random nonce for a new incarnation (never 0: 0 means "not yet agreed").
 uint64_t drawNonce();

@@ -1,6 +1,7 @@
 // mw_worker: the chaos harness's worker process. One per role: it joins the role's worlds, drives
-// their traffic, and reports to the harness on stdout, one line each, in the protocol of
-// multiworld/telemetry_lines.h (ready, event, metrics, cpu, joinfail, fifo, error).
+// their traffic, checks every element it receives (chaos/traffic_check.h), and reports to the
+// harness on stdout, one line each, in the protocol of multiworld/telemetry_lines.h (ready, event,
+// metrics, verified, violation, cpu, joinfail, fifo, error).
 // Commands on stdin, one per line: "stop" (also SIGTERM, SIGINT or end of input), "remove <world>",
 // "add <world>" (joins a world of its configuration that is not joined).
 //
@@ -22,6 +23,8 @@
 
 #include "chaos/cpu_meter.h"
 #include "chaos/ports.h"
+#include "chaos/traffic_check.h"
+#include "chaos/traffic_nonce.h"
 #include "chaos/worker_config.h"
 #include "chaos/worker_wake.h"
 #include "multiworld/multiworld.h"
@@ -54,6 +57,11 @@ long long nowNs(mw::Clock::time_point t = mw::Clock::now()) {
   std::fflush(stdout);
   std::_Exit(3);
 }
+
+// The most `violation` lines one traffic loop writes (each later violation is counted in the
+// `verified` lines only): a world that delivers wrong data on every operation must not flood the
+// harness with thousands of lines a second.
+constexpr int kViolationLines = 100;
 
 // A tensor's memory: host memory, or device memory for a cuda world (through the CUDA runtime
 // the library loads, multiworld/gpu.h: this worker does not link it).
@@ -107,6 +115,8 @@ class Worker {
     seed_ = conf.seed;
     window_ = conf.window;
     fifo_prefix_ = conf.fifo_prefix;
+    check_ = conf.check;
+    every_element_ = conf.check_every_element;
     for (const auto& w : conf.worlds) {
       WorldConf c;
       auto& o = c.options;
@@ -124,6 +134,7 @@ class Worker {
       c.start = w.start;
       worlds_[o.name] = c;
       windows_[o.name] = std::make_unique<mw::TrafficWindows>();
+      checked_[o.name] = std::make_unique<mw::WindowRing<mw::chaos::CheckCounts>>();
       removed_[o.name] = false;  // every key exists before the threads start
     }
   }
@@ -140,6 +151,7 @@ class Worker {
     cpu_.emplace();
     const mw::Clock::time_point ready = mw::Clock::now();
     for (auto& [name, w] : windows_) w->start(ready, window_);  // before the loops and reporter
+    for (auto& [name, w] : checked_) w->start(ready, window_);
     say(lines::Ready{nowNs(ready)});
     ready_at_.store(ready.time_since_epoch().count(), std::memory_order_release);
     for (const auto& t : traffic_) {
@@ -367,13 +379,49 @@ class Worker {
       m.generation = info.ok() ? info->generation : 0;
       say(m);
     }
+    for (auto& [name, w] : checked_) {
+      if (!check_) break;
+      const mw::chaos::CheckCounts c = w->takeThrough(t);
+      say(lines::Verified{nowNs(t), name, c.ops, c.bytes, c.violations});
+    }
     const auto d = cpu_->sample();
     if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
   }
 
+  // Whether world `world`'s incarnation is still `generation`: an operation that completed in
+  // another (the world broke and was joined again while it was submitted) is not judged.
+  bool sameIncarnation(const std::string& world, uint64_t generation) {
+    auto info = manager_.world(world);
+    return info.ok() && info->generation == generation;
+  }
+
+  // Counts what `check` judged of one operation that completed: right (`bytes` verified), or a
+  // violation, written as a `violation` line while the loop has written fewer than
+  // kViolationLines.
+  void judged(const mw::chaos::WorkerTraffic& t, const std::optional<mw::chaos::Finding>& f,
+              uint64_t generation, const char* op, int64_t bytes, int& lines_left) {
+    const mw::Clock::time_point now = mw::Clock::now();
+    mw::WindowRing<mw::chaos::CheckCounts>& ring = *checked_.at(t.world);
+    if (!f) {
+      ring.add(now, [&](mw::chaos::CheckCounts& c) {
+        ++c.ops;
+        c.bytes += bytes;
+      });
+      return;
+    }
+    ring.add(now, [](mw::chaos::CheckCounts& c) { ++c.violations; });
+    if (lines_left <= 0) return;
+    --lines_left;
+    say(lines::Violation{nowNs(now), t.world, generation, op, f->seq, f->mismatch.offset,
+                         f->mismatch.wrong, f->mismatch.expected, f->mismatch.found, f->detail});
+  }
+
   // Runs traffic `t` until the stop: its operations while the world is healthy, at its rate (or
-  // back to back), counting what completed in the world's window. Ends the process (error line,
-  // exit 3) when the tensor cannot be allocated on the world's device.
+  // back to back), counting what completed in the world's window. Each incarnation of the world
+  // begins with the nonce agreement (agreeNonce); from then on what this member sends carries
+  // checkable content, and what it receives is checked, every element (chaos/traffic_check.h).
+  // Ends the process (error line, exit 3) when the tensor cannot be allocated on the world's
+  // device.
   void trafficLoop(const mw::chaos::WorkerTraffic& t) {
     const std::stop_token stop = stop_.get_token();
     const WorldConf& wc = worlds_.at(t.world);
@@ -387,6 +435,16 @@ class Worker {
       mw::chaos::waitForStop(stop);  // a pipeline moves data from rank 0 to rank 1 only
       return;
     }
+    // Host memory only: a cuda world's tensors are not filled or checked (agreeNonce gives 0).
+    // Nothing is, with checks off (WorkerConfig::check): then no incarnation begins with a nonce.
+    const bool host = check_ && wc.options.device.kind == mw::Device::Kind::kCpu;
+    const int members = t.pattern == Pattern::kPipeline ? 2 : size;
+    mw::chaos::TrafficCheck check(t.dtype, count,
+                                  t.pattern == Pattern::kRingAllreduce ? members : 1,
+                                  every_element_ ? mw::chaos::TrafficCheck::Coverage::kEveryElement
+                                                 : mw::chaos::TrafficCheck::Coverage::kSampled);
+    const int64_t tensor_bytes = static_cast<int64_t>(tensor.bytes());
+    int lines_left = kViolationLines;
     auto slot = mw::Clock::now();
     const auto period = t.rate > 0 ? std::chrono::duration_cast<mw::Clock::duration>(
                                          std::chrono::duration<double>(1.0 / t.rate))
@@ -398,22 +456,62 @@ class Worker {
         changes_.waitPast(seen, stop);  // the next world event (created, broken, removed)
         continue;
       }
+      const uint64_t gen = info->generation;
+      if (host && gen != check.generation()) {  // a new incarnation: its first is the nonce's
+        const uint64_t nonce = mw::chaos::agreeNonce(comm_, t, rank, wc.options.device);
+        if (sameIncarnation(t.world, gen)) check.begin(gen, nonce, members);
+        // All 0 at every member: an all-reduce's elements outside each operation's sample stay 0
+        // (TrafficCheck::reduced).
+        std::memset(buf.data(), 0, static_cast<size_t>(tensor_bytes));
+        continue;
+      }
       auto t0 = mw::Clock::now();
       mw::Status s;
-      long long moved = static_cast<long long>(tensor.bytes());
+      long long moved = tensor_bytes;
+      // Each operation's outcome: its status, then (for what this member received) the check.
+      auto completed = [&](const mw::Status& st) {
+        if (st.ok() && sameIncarnation(t.world, gen)) return true;
+        check.failed();  // the rest of this incarnation is not judged
+        return false;
+      };
       if (t.pattern == Pattern::kGatherToLeader && rank == 0) {
-        for (int src = 1; src < size && s.ok(); ++src) s = comm_.recv(t.world, tensor, src);
+        for (int src = 1; src < size && s.ok(); ++src) {
+          s = comm_.recv(t.world, tensor, src);
+          if (!completed(s)) break;
+          if (host) judgeReceived(t, check, buf.data(), src, gen, "recv", tensor_bytes, lines_left);
+        }
         moved *= size - 1;
       } else if (t.pattern == Pattern::kGatherToLeader) {
+        if (host) check.fill(buf.data(), rank);
         s = comm_.send(t.world, tensor, 0);
+        completed(s);
       } else if (t.pattern == Pattern::kPipeline) {
-        s = rank == 0 ? comm_.send(t.world, tensor, 1) : comm_.recv(t.world, tensor, 0);
+        if (rank == 0) {
+          if (host) check.fill(buf.data(), 0);
+          s = comm_.send(t.world, tensor, 1);
+          completed(s);
+        } else {
+          s = comm_.recv(t.world, tensor, 0);
+          if (completed(s) && host) {
+            judgeReceived(t, check, buf.data(), 0, gen, "recv", tensor_bytes, lines_left);
+          }
+        }
       } else if (t.pattern == Pattern::kRingAllreduce) {
+        if (host) check.fill(buf.data(), rank);
         // synchronize: an operation counts once the GPU has finished it (an nccl world's wait()
         // would return once the operation is ordered on the stream).
         s = comm_.allReduce(t.world, tensor).synchronize();
+        if (completed(s) && host && check.judging()) {
+          judged(t, check.reduced(buf.data(), rank), gen, "all_reduce", tensor_bytes, lines_left);
+        } else if (host) {
+          check.reduced(buf.data(), rank);  // the sequence numbers advance all the same
+        }
       } else {  // broadcast
+        if (host && rank == t.root) check.fill(buf.data(), rank);
         s = comm_.broadcast(t.world, tensor, t.root).synchronize();
+        if (completed(s) && host && rank != t.root) {
+          judgeReceived(t, check, buf.data(), t.root, gen, "broadcast", tensor_bytes, lines_left);
+        }
       }
       if (s.ok()) {
         const auto done = mw::Clock::now();
@@ -429,12 +527,26 @@ class Worker {
     }
   }
 
+  // Checks what arrived from `sender` (TrafficCheck::receive) and counts it (judged); an
+  // incarnation that is not judged counts nothing.
+  void judgeReceived(const mw::chaos::WorkerTraffic& t, mw::chaos::TrafficCheck& check,
+                     const void* data, int sender, uint64_t generation, const char* op,
+                     int64_t bytes, int& lines_left) {
+    const bool judging = check.judging();
+    auto f = check.receive(data, sender);
+    if (judging) judged(t, f, generation, op, bytes, lines_left);
+  }
+
   std::string role_;
   unsigned seed_ = 0;
   std::chrono::milliseconds window_{100};
   std::string fifo_prefix_;
+  bool check_ = true;           // WorkerConfig::check
+  bool every_element_ = false;  // WorkerConfig::check_every_element
   std::map<std::string, WorldConf> worlds_;
   std::map<std::string, std::unique_ptr<mw::TrafficWindows>> windows_;
+  std::map<std::string, std::unique_ptr<mw::WindowRing<mw::chaos::CheckCounts>>>
+      checked_;  // like windows_
   std::map<std::string, std::atomic<bool>> removed_;
   std::vector<mw::chaos::WorkerTraffic> traffic_;
   mw::WorldManager manager_;

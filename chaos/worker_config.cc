@@ -93,6 +93,8 @@ std::string toJson(const WorkerConfig& c) {
   j["seed"] = c.seed;
   j["window_ms"] = c.window.count();
   if (!c.fifo_prefix.empty()) j["fifo_prefix"] = c.fifo_prefix;
+  j["check"] = c.check;
+  j["check_every_element"] = c.check_every_element;
   j["worlds"] = json::array();
   for (const auto& w : c.worlds) {
     j["worlds"].push_back({{"name", w.name},
@@ -128,6 +130,8 @@ Result<WorkerConfig> parseWorkerConfig(std::string_view text) {
     c.seed = get<unsigned>(j, "seed", "config", 0u);
     c.window = std::chrono::milliseconds(get<int64_t>(j, "window_ms", "config", 100));
     c.fifo_prefix = get<std::string>(j, "fifo_prefix", "config", std::string());
+    c.check = get<bool>(j, "check", "config", true);
+    c.check_every_element = get<bool>(j, "check_every_element", "config", false);
     const json worlds = get<json>(j, "worlds", "config");
     for (size_t i = 0; i < worlds.size(); ++i) {
       c.worlds.push_back(worldFrom(worlds.at(i), "config.worlds[" + std::to_string(i) + "]"));

@@ -56,6 +56,12 @@ struct WorkerConfig {
   unsigned seed = 0;                      // the role's own failpoint PRNG seed
   std::chrono::milliseconds window{100};  // metrics window
   std::string fifo_prefix;                // libfiu control fifo prefix; "" for none
+  // Fill what the traffic sends with checkable content and check every element received
+  // (chaos/traffic_check.h): the scenario's expect.data_intact. Off, the tensors are sent as they
+  // are and nothing is checked (no `verified` or `violation` lines).
+  bool check = true;
+  // Check every element of every tensor, not a sample of each (chaos/traffic_check.h, Coverage).
+  bool check_every_element = false;
   std::vector<WorkerWorld> worlds;
   std::vector<WorkerTraffic> traffic;
 };

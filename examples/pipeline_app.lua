@@ -28,6 +28,8 @@ scenario {
     replacement_within = "3s",
     -- The front end's own metric: requests served per second, through a alone for a while.
     throughput = { throughput_kept { metric = "requests", role = "frontend", ratio = 0.3 } },
+    -- Every answer the front end checked (mw::reportCheck) was twice its request plus one.
+    app_checks = true,
     check = function(run)
       local s = run.series.s2 and run.series.s2.frontend
       if not s then return false, "no metrics for s2 at the front end" end

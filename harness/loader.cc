@@ -372,6 +372,9 @@ expectations (expect = { ... })
                                     a program role's own metric (mw::reportMetric)
   replacement_within = "3s"         a restarted member's world is healthy again within
   no_hang = true, no_orphans = true
+  data_intact = true                every element the built-in traffic receives is what was sent
+                                    (the default); { off = "why" } turns it off
+  app_checks = true                 no check a program role reported (mw::reportCheck) failed
   check = function(run) return ok, message end        a Lua hook over the run's data
 )";
 }

@@ -164,6 +164,8 @@ chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo
   c.role = role;
   c.seed = roleSeed(role);
   c.fifo_prefix = fifo_prefix;
+  c.check = s_.expect.data_intact;
+  c.check_every_element = s_.expect.data_intact_every_element;
   const auto where = stores(role);
   for (const auto& [w, rank] : r.ranks) {
     const WorldSpec& ws = s_.worlds.at(w);

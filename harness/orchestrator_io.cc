@@ -111,6 +111,39 @@ void Run::take(Worker& w, const telemetry_lines::App& l) {
   res_.record.windows[appSeries(l.name)][w.role].push_back(r);
 }
 
+void Run::take(Worker& w, const telemetry_lines::Verified& l) {
+  CheckedRec& c = res_.record.checked[l.world][w.role];
+  c.ops += static_cast<double>(l.ops);
+  c.bytes += static_cast<double>(l.bytes);
+  c.violations += static_cast<double>(l.violations);
+}
+
+void Run::take(Worker& w, const telemetry_lines::Violation& l) {
+  ViolationRec v;
+  v.t = rel(l.t_ns);
+  v.role = w.role;
+  v.world = l.world;
+  v.generation = l.generation;
+  v.op = l.op;
+  v.seq = l.seq;
+  v.offset = l.offset;
+  v.wrong = l.wrong;
+  v.expected = l.expected;
+  v.found = l.found;
+  v.detail = l.detail;
+  res_.record.violations.push_back(std::move(v));
+}
+
+void Run::take(Worker& w, const telemetry_lines::Check& l) {
+  AppCheckRec& c = res_.record.app_checks[w.role][l.name];
+  c.passed += static_cast<double>(l.passed);
+  if (l.failed > 0 && c.failed == 0) {
+    c.first_failure_t = rel(l.t_ns);
+    c.first_failure = l.detail;
+  }
+  c.failed += static_cast<double>(l.failed);
+}
+
 void Run::take(Worker& w, const telemetry_lines::Cpu& l) {
   res_.record.cpu[w.role].push_back(
       {rel(l.t_ns), static_cast<double>(l.cpu_ns) / 1e9, static_cast<double>(l.wait_ns) / 1e9});

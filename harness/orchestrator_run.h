@@ -148,6 +148,12 @@ class Run {
   void take(Worker& w, const telemetry_lines::Error& l);
   // A program's own metric: a series of its own in the record (appSeries(name), this role).
   void take(Worker& w, const telemetry_lines::App& l);
+  // What mw_worker checked in a window of a world: added to the role's totals (RunRecord::checked).
+  void take(Worker& w, const telemetry_lines::Verified& l);
+  // An operation that completed with wrong content: RunRecord::violations.
+  void take(Worker& w, const telemetry_lines::Violation& l);
+  // A program's own check in a window: added to the role's totals (RunRecord::app_checks).
+  void take(Worker& w, const telemetry_lines::Check& l);
 
   // Polls every worker's pipes for up to `ms`.
   void pump(int ms);

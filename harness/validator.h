@@ -139,6 +139,8 @@ class Validator {
                  const std::string& point, FailMode& f);
 
   void expect(const LV* v, const std::string& w, Scenario& s);
+  // expect.data_intact: true (the default), or { off = "why" }, which turns the verdict off.
+  void dataIntact(const LV* v, const std::string& w, ExpectSpec& e);
 
   std::vector<std::string> errors;
   int check_ref = LUA_NOREF;

@@ -24,7 +24,7 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
   }
   onlyFields(*v, w, "expect",
              {"broken", "healthy", "detected_within", "throughput", "replacement_within", "no_hang",
-              "no_orphans", "check"});
+              "no_orphans", "data_intact", "app_checks", "check"});
   for (const auto& name : strList(v->get("healthy"), w, "expect.healthy")) {
     if (!s.worlds.count(name)) error(w, "expect.healthy: no world '" + name + "' in worlds");
     e.healthy.insert(name);
@@ -130,6 +130,14 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
   e.replacement_within = duration(v->get("replacement_within"), w, "expect.replacement_within");
   e.no_hang = boolean(v->get("no_hang"), w, "expect.no_hang").value_or(true);
   e.no_orphans = boolean(v->get("no_orphans"), w, "expect.no_orphans").value_or(true);
+  dataIntact(v->get("data_intact"), w, e);
+  e.app_checks = boolean(v->get("app_checks"), w, "expect.app_checks").value_or(false);
+  if (e.app_checks && std::none_of(s.roles.begin(), s.roles.end(),
+                                   [](const auto& r) { return r.second.isProgram(); })) {
+    error(w,
+          "expect.app_checks: no role runs a program (program = { ... }): only a program "
+          "reports its own checks (mw::reportCheck)");
+  }
   if (const LV* c = v->get("check")) {
     if (c->t != LV::T::kFunc) {
       error(w, "expect.check: expected a function(run) returning ok, message");
@@ -138,6 +146,38 @@ void Validator::expect(const LV* v, const std::string& w, Scenario& s) {
       check_ref = c->func_ref;
     }
   }
+}
+
+void Validator::dataIntact(const LV* v, const std::string& w, ExpectSpec& e) {
+  if (v == nullptr) return;
+  constexpr const char* kForm =
+      "expect.data_intact: expected true, { every_element = true } or { off = \"why it cannot "
+      "hold here\" }";
+  if (v->t == LV::T::kBool) {
+    if (!v->b) {
+      error(w, std::string(kForm) + ": turning it off takes a reason, not false");
+    }
+    return;
+  }
+  if (v->t != LV::T::kTable) {
+    error(w, kForm);
+    return;
+  }
+  onlyFields(*v, w, "expect.data_intact", {"off", "every_element"});
+  e.data_intact_every_element =
+      boolean(v->get("every_element"), w, "expect.data_intact.every_element").value_or(false);
+  if (v->get("off") == nullptr) return;
+  if (v->get("every_element") != nullptr) {
+    error(w, std::string(kForm) + ": give off or every_element, not both");
+    return;
+  }
+  const auto why = str(v->get("off"), w, "expect.data_intact.off");
+  if (!why || why->find_first_not_of(" \t") == std::string::npos) {
+    error(w, std::string(kForm) + ": off must say why (a non-empty string)");
+    return;
+  }
+  e.data_intact = false;
+  e.data_intact_off = *why;
 }
 
 }  // namespace mw::harness::loader

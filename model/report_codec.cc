@@ -30,6 +30,12 @@ json expectJson(const ExpectSpec& e) {
   if (e.replacement_within) ex["replacement_within_ms"] = e.replacement_within->count();
   ex["no_hang"] = e.no_hang;
   ex["no_orphans"] = e.no_orphans;
+  if (e.checks_recorded) {
+    ex["data_intact"] = e.data_intact;
+    if (!e.data_intact) ex["data_intact_off"] = e.data_intact_off;
+    ex["data_intact_every_element"] = e.data_intact_every_element;
+    ex["app_checks"] = e.app_checks;
+  }
   ex["has_check"] = e.has_check;
   ex["where"] = e.where;
   return ex;

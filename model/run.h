@@ -106,6 +106,37 @@ struct WorkerRec {
   std::string stdout_tail;  // a program role's stdout (a worker's stdout is the protocol)
 };
 
+// An operation of the built-in traffic that completed with content other than it must have
+// (mw_worker checks every element it receives: chaos/traffic_check.h). expect.data_intact.
+struct ViolationRec {
+  double t = 0;  // when the operation completed
+  std::string role;
+  std::string world;
+  uint64_t generation = 0;  // the role's count of the world's incarnations
+  std::string op;           // "recv", "broadcast", "all_reduce"
+  uint64_t seq = 0;         // the operation's number in the incarnation, from 0
+  uint64_t offset = 0;      // the first wrong element
+  uint64_t wrong = 0;       // how many elements were wrong
+  double expected = 0;      // the first wrong element's value as it should be
+  double found = 0;         // and as it was (may be nan or inf)
+  std::string detail;       // whose content, and what arrived instead when known
+};
+
+// What one role received and checked in one world, over the whole run.
+struct CheckedRec {
+  double ops = 0;         // operations with every element right
+  double bytes = 0;       // their bytes
+  double violations = 0;  // operations with wrong content (a ViolationRec each, up to 100)
+};
+
+// One of a program role's own checks (mw::reportCheck), over the whole run. expect.app_checks.
+struct AppCheckRec {
+  double passed = 0;
+  double failed = 0;
+  double first_failure_t = -1;  // when the first failure's window ended; -1: none failed
+  std::string first_failure;    // its detail
+};
+
 // The key in RunRecord::windows of a program's own metric `name` (its value in WindowRec::bytes).
 // World names cannot hold ':', so the keys never meet.
 inline std::string appSeries(const std::string& name) { return "app:" + name; }
@@ -134,8 +165,11 @@ struct RunRecord {
   // world (or appSeries(metric)) -> role -> windows
   std::map<std::string, std::map<std::string, std::vector<WindowRec>>> windows;
   std::map<std::string, std::vector<CpuRec>> cpu;  // role -> its process's windows
-  std::vector<MachineRec> machine;                 // sampled about every 100 ms
-  int machine_cpus = 0;                            // CPUs online
+  std::vector<ViolationRec> violations;            // in the order they were reported
+  std::map<std::string, std::map<std::string, CheckedRec>> checked;      // world -> role -> totals
+  std::map<std::string, std::map<std::string, AppCheckRec>> app_checks;  // role -> name -> totals
+  std::vector<MachineRec> machine;  // sampled about every 100 ms
+  int machine_cpus = 0;             // CPUs online
   std::vector<FaultRec> faults;
   std::vector<WorkerRec> workers;
   int leftover_processes = 0;

@@ -13,6 +13,25 @@ using json_fields::column;
 using json_fields::known;
 using json_fields::need;
 
+namespace {
+
+// An element's value as the report holds it: a number, or "nan", "inf", "-inf" (a corrupted
+// element may hold any bits; JSON has no such numbers).
+json valueJson(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+double valueOf(const json& j, const std::string& where) {
+  if (j.is_number()) return j.get<double>();
+  if (j == "nan") return std::nan("");
+  if (j == "inf") return HUGE_VAL;
+  if (j == "-inf") return -HUGE_VAL;
+  throw std::runtime_error(where + ": expected a number, \"nan\", \"inf\" or \"-inf\"");
+}
+
+}  // namespace
+
 json runJson(const Scenario& s, const RunRecord& r) {
   json run;
   run["duration_s"] = r.duration;
@@ -64,6 +83,41 @@ json runJson(const Scenario& s, const RunRecord& r) {
                              {"peer", e.peer},
                              {"detail", e.detail},
                              {"in_run", r.inRun(e.t)}});
+  }
+  // The built-in traffic's checks (expect.data_intact): each violation, and per world and role
+  // what was checked. (Not in a report from before them, read back and written again.)
+  if (s.expect.checks_recorded) {
+    run["violations"] = json::array();
+    for (const auto& v : r.violations) {
+      run["violations"].push_back({{"t_s", round3(v.t)},
+                                   {"role", v.role},
+                                   {"world", v.world},
+                                   {"generation", v.generation},
+                                   {"op", v.op},
+                                   {"seq", v.seq},
+                                   {"offset", v.offset},
+                                   {"wrong", v.wrong},
+                                   {"expected", valueJson(v.expected)},
+                                   {"found", valueJson(v.found)},
+                                   {"detail", v.detail}});
+    }
+    json checked = json::object();
+    for (const auto& [world, roles] : r.checked) {
+      for (const auto& [role, c] : roles) {
+        checked[world][role] = {{"ops", c.ops}, {"bytes", c.bytes}, {"violations", c.violations}};
+      }
+    }
+    run["checked"] = checked;
+    json app = json::object();
+    for (const auto& [role, checks] : r.app_checks) {
+      for (const auto& [name, c] : checks) {
+        app[role][name] = {{"passed", c.passed},
+                           {"failed", c.failed},
+                           {"first_failure_t_s", round3(c.first_failure_t)},
+                           {"first_failure", c.first_failure}};
+      }
+    }
+    run["app_checks"] = app;
   }
   run["workers"] = json::array();
   for (const auto& w : r.workers) {
@@ -211,6 +265,50 @@ RunRecord runFromJson(const json& run) {
     x.peer = e.value("peer", -1);
     x.detail = e.value("detail", std::string());
     r.events.push_back(x);
+  }
+  for (const auto& v : run.value("violations", json::array())) {
+    ViolationRec x;
+    x.t = need(v, "t_s", "run.violations").get<double>();
+    x.role = v.value("role", std::string());
+    x.world = v.value("world", std::string());
+    x.generation = v.value("generation", 0ULL);
+    x.op = v.value("op", std::string());
+    x.seq = v.value("seq", 0ULL);
+    x.offset = v.value("offset", 0ULL);
+    x.wrong = v.value("wrong", 0ULL);
+    x.expected = valueOf(need(v, "expected", "run.violations"), "run.violations.expected");
+    x.found = valueOf(need(v, "found", "run.violations"), "run.violations.found");
+    x.detail = v.value("detail", std::string());
+    r.violations.push_back(std::move(x));
+  }
+  const json checked = run.value("checked", json::object());
+  for (auto wit = checked.begin(); wit != checked.end(); ++wit) {
+    if (!wit.value().is_object()) {
+      throw std::runtime_error("run.checked." + wit.key() + ": not an object of roles");
+    }
+    for (auto rit = wit.value().begin(); rit != wit.value().end(); ++rit) {
+      const std::string where = "run.checked." + wit.key() + "." + rit.key();
+      CheckedRec c;
+      c.ops = need(rit.value(), "ops", where).get<double>();
+      c.bytes = need(rit.value(), "bytes", where).get<double>();
+      c.violations = need(rit.value(), "violations", where).get<double>();
+      r.checked[wit.key()][rit.key()] = c;
+    }
+  }
+  const json app = run.value("app_checks", json::object());
+  for (auto rit = app.begin(); rit != app.end(); ++rit) {
+    if (!rit.value().is_object()) {
+      throw std::runtime_error("run.app_checks." + rit.key() + ": not an object of checks");
+    }
+    for (auto cit = rit.value().begin(); cit != rit.value().end(); ++cit) {
+      const std::string where = "run.app_checks." + rit.key() + "." + cit.key();
+      AppCheckRec c;
+      c.passed = need(cit.value(), "passed", where).get<double>();
+      c.failed = need(cit.value(), "failed", where).get<double>();
+      c.first_failure_t = cit.value().value("first_failure_t_s", -1.0);
+      c.first_failure = cit.value().value("first_failure", std::string());
+      r.app_checks[rit.key()][cit.key()] = c;
+    }
   }
   for (const auto& w : run.value("workers", json::array())) {
     WorkerRec x;

@@ -8,6 +8,12 @@ namespace mw::harness {
 
 void RunRecord::shiftTimes(double seconds) {
   for (auto& e : events) e.t -= seconds;
+  for (auto& v : violations) v.t -= seconds;
+  for (auto& [role, checks] : app_checks) {
+    for (auto& [name, c] : checks) {
+      if (c.first_failure_t >= 0) c.first_failure_t -= seconds;
+    }
+  }
   for (auto& [series, roles] : windows) {
     for (auto& [role, ws] : roles) {
       for (auto& w : ws) w.t -= seconds;

@@ -239,6 +239,17 @@ struct ExpectSpec {
   std::optional<Ms> replacement_within;
   bool no_hang = true;
   bool no_orphans = true;
+  // What the built-in traffic's receivers got is what was sent (data_intact): on unless turned
+  // off, with the reason the scenario gives (data_intact = { off = "..." }).
+  bool data_intact = true;
+  std::string data_intact_off;
+  bool data_intact_every_element = false;  // { every_element = true }: no sample
+  // The programs' own checks (mw::reportCheck) must all have held (app_checks).
+  bool app_checks = false;
+  // False only for a report read back from before data_intact and app_checks existed: its run
+  // recorded no checks, and judged again it has neither verdict nor their fields (model/report.h's
+  // rejudge keeps such a report as it was).
+  bool checks_recorded = true;
   bool has_check = false;  // a Lua check(run) hook
   std::string where;
 };

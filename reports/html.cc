@@ -99,6 +99,18 @@ std::string worldSvg(const Report& rep, const std::string& world) {
     o << buf << xmlEscape("broken at " + e.role + " (" + causeText(e.cause) + "): " + e.detail)
       << "</title></circle>\n";
   }
+  for (const auto& v : run.violations) {
+    if (v.world != world) continue;
+    const double t = round3(v.t);
+    if (t < 0 || t > duration) continue;
+    std::snprintf(buf, sizeof(buf),
+                  "<rect x=\"%.1f\" y=\"%.1f\" width=\"7\" height=\"7\" fill=\"#d62728\"><title>",
+                  x(t) - 3.5, T + 16.0);
+    o << buf
+      << xmlEscape("wrong data at " + v.role + " (" + v.op + " seq " + std::to_string(v.seq) +
+                   "): " + v.detail)
+      << "</title></rect>\n";
+  }
   o << "</svg>\n";
   return o.str();
 }
@@ -133,9 +145,12 @@ std::string html(const Report& report) {
       << xmlEscape(v.measured) << "</td><td>" << xmlEscape(v.threshold) << "</td><td>"
       << xmlEscape(v.message) << "</td></tr>\n";
   }
+  // (A report from before the data checks, read back, is rendered as it was.)
+  const bool checks = sc.expect.checks_recorded;
   o << "</table>\n<h2>Throughput per world</h2>\n<p>Each line is the world's throughput at its "
-       "rank-0 member per 100 ms window; dashed red lines are faults, orange dots breaks (hover "
-       "for details).</p>\n";
+       "rank-0 member per 100 ms window; dashed red lines are faults, orange dots breaks"
+    << (checks ? ", red squares operations that received wrong data" : "")
+    << " (hover for details).</p>\n";
   for (const auto& [name, w] : sc.worlds) {
     o << "<h3>" << xmlEscape(name) << " <small>(" << xmlEscape(backendName(w.backend)) << ", "
       << w.size << " members)</small></h3>\n"
@@ -160,6 +175,38 @@ std::string html(const Report& report) {
     o << "<tr><td>" << t << "</td><td>" << xmlEscape(e.role) << "</td><td>" << xmlEscape(e.world)
       << " (gen " << e.generation << ")</td><td>" << xmlEscape(eventKindText(e.kind)) << "</td><td>"
       << xmlEscape(causeText(e.cause)) << "</td><td>" << xmlEscape(e.detail) << "</td></tr>\n";
+  }
+  if (checks) {  // each table below is closed by the next one's "</table>"
+    o << "</table>\n<h2>Data checked</h2>\n<p>What each role received of the built-in traffic "
+         "and checked, every element (<code>data_intact</code>); each operation that completed "
+         "with wrong content is listed below (up to 100 per traffic loop).</p>\n<table><tr>"
+         "<th>world</th><th>role</th><th>operations right</th><th>bytes right</th>"
+         "<th>violations</th></tr>\n";
+    for (const auto& [world, roles] : run.checked) {
+      for (const auto& [role, c] : roles) {
+        char nums[160];
+        std::snprintf(nums, sizeof(nums), "<td>%.0f</td><td>%.0f</td><td>%.0f</td>", c.ops, c.bytes,
+                      c.violations);
+        o << "<tr><td>" << xmlEscape(world) << "</td><td>" << xmlEscape(role) << "</td>" << nums
+          << "</tr>\n";
+      }
+    }
+    if (!run.violations.empty()) {
+      o << "</table>\n<h3>Violations</h3>\n<table><tr><th>time</th><th>role</th><th>world</th>"
+           "<th>operation</th><th>first wrong element</th><th>detail</th></tr>\n";
+      for (const auto& v : run.violations) {
+        char t[32];
+        std::snprintf(t, sizeof(t), "%.3f s", round3(v.t));
+        char el[160];
+        std::snprintf(el, sizeof(el), "%llu: %.17g, not %.17g (%llu wrong)",
+                      static_cast<unsigned long long>(v.offset), v.found, v.expected,
+                      static_cast<unsigned long long>(v.wrong));
+        o << "<tr><td>" << t << "</td><td>" << xmlEscape(v.role) << "</td><td>"
+          << xmlEscape(v.world) << " (gen " << v.generation << ")</td><td>" << xmlEscape(v.op)
+          << " seq " << v.seq << "</td><td>" << el << "</td><td>" << xmlEscape(v.detail)
+          << "</td></tr>\n";
+      }
+    }
   }
   o << "</table>\n<h2>Workers</h2>\n<table><tr><th>role</th><th>pid</th><th>starts</th>"
        "<th>exit</th></tr>\n";

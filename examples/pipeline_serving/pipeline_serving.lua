@@ -36,6 +36,8 @@ scenario {
     detected_within = "500ms",
     replacement_within = "10s",
     throughput = { throughput_kept { metric = "requests", role = "frontend", ratio = 0.3 } },
+    -- Every answer the front end checked (report_check) matched the model's.
+    app_checks = true,
     check = function(run)
       local s = run.series.s2 and run.series.s2.frontend
       if not s then return false, "no metrics for s2 at the front end" end

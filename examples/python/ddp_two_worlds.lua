@@ -51,5 +51,7 @@ scenario {
     detected_within = { serve = "1s" },
     replacement_within = "16s",
     throughput = { throughput_kept { metric = "steps", role = "main", ratio = 0.5 } },
+    -- Every answer the client checked (report_check) matched its own copy of the model.
+    app_checks = true,
   },
 }

@@ -46,9 +46,18 @@ std::vector<Verdict> noHang(const Scenario& s, const RunRecord& r);
 // expect.no_orphans: no process, namespace or file was left after the run (one verdict).
 std::vector<Verdict> noOrphans(const Scenario& s, const RunRecord& r);
 
+// expect.data_intact: per world that carries the built-in traffic, no operation completed with
+// wrong content (RunRecord::violations and ::checked); skipped, saying why, when turned off or
+// for an nccl world.
+std::vector<Verdict> dataIntact(const Scenario& s, const RunRecord& r);
+
+// expect.app_checks: no check a program role reported (mw::reportCheck) failed, and at least one
+// was reported (one verdict).
+std::vector<Verdict> appChecks(const Scenario& s, const RunRecord& r);
+
 // The checkers in the order their verdicts appear in a report.
-inline constexpr Checker kCheckers[] = {faultsDelivered,  harnessRan,     brokenSet,
-                                        detection,        throughputKept, replacement,
-                                        nemesisExplained, noHang,         noOrphans};
+inline constexpr Checker kCheckers[] = {faultsDelivered,  harnessRan,  brokenSet,  detection,
+                                        throughputKept,   replacement, dataIntact, appChecks,
+                                        nemesisExplained, noHang,      noOrphans};
 
 }  // namespace mw::harness::checks

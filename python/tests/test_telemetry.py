@@ -22,14 +22,16 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def run_program(with_channel):
+def run_program(with_channel, program=PROGRAM):
+    """Runs `program` (which prints "done"), with the telemetry channel on a pipe when asked, and
+    returns the lines the pipe got."""
     r, w = os.pipe()
     env = dict(os.environ)
     env.pop("MW_TELEMETRY_FD", None)
     if with_channel:
         env["MW_TELEMETRY_FD"] = str(w)
         env["MW_TELEMETRY_WORLDS"] = "py1"
-    proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, pass_fds=(w,),
+    proc = subprocess.run([sys.executable, "-c", program], env=env, pass_fds=(w,),
                           capture_output=True, text=True, timeout=60)
     os.close(w)
     with os.fdopen(r) as f:
@@ -92,3 +94,33 @@ def test_report_metric_refuses_bad_names_and_amounts():
         mw.report_metric("x", math.inf)
     with pytest.raises(TypeError):
         mw.report_metric("x", "one")
+
+
+def test_report_check_reaches_the_harness_counted_with_the_first_failure():
+    program = textwrap.dedent("""
+        import multiworld_native as mw
+        with mw.WorldManager():
+            for i in range(10):
+                mw.report_check("answer.doubled", i != 4, f"got {i} wanted {2 * i}")
+            import time
+            time.sleep(0.25)
+        print("done")
+    """)
+    checks = [line.split(" ", 5) for line in run_program(True, program)
+              if line.startswith("check ")]
+    assert all(c[2] == "answer.doubled" for c in checks), checks
+    assert sum(int(c[3]) for c in checks) == 9
+    assert sum(int(c[4]) for c in checks) == 1
+    assert [c[5] for c in checks if int(c[4]) > 0] == ["got 4 wanted 8"]
+
+
+def test_report_check_refuses_bad_names():
+    import pytest
+
+    import multiworld_native as mw
+    mw.report_check("fine", False, "no harness: accepted, kept nowhere")
+    for bad in ("", "two words", "x" * 65):
+        with pytest.raises(ValueError, match="reportCheck"):
+            mw.report_check(bad, True)
+    with pytest.raises(TypeError):
+        mw.report_check("x")

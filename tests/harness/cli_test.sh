@@ -201,6 +201,10 @@ check_invalid program_failpoint.lua 6 "failpoint: role 'app' runs a program; POS
 check_invalid throughput_metric_worker.lua 7 "expect.throughput\[1\].role: role 'a' runs mw_worker; only a program role reports its own metrics"
 check_invalid throughput_metric_name.lua 7 "expect.throughput\[1\].metric: expected the name a program reports"
 check_invalid throughput_metric_and_world.lua 7 "expect.throughput\[1\]: give world .* or metric and role .*, not both"
+check_invalid data_intact_false.lua 6 "expect.data_intact: expected true, \{ every_element = true \} or \{ off = \"why it cannot hold here\" \}: turning it off takes a reason, not false"
+check_invalid data_intact_empty_reason.lua 6 "expect.data_intact: .*: off must say why \(a non-empty string\)"
+check_invalid app_checks_no_program.lua 6 "expect.app_checks: no role runs a program"
+check_invalid data_intact_unknown_field.lua 6 "expect.data_intact.reason: unknown field \(expected one of: off, every_element\)"
 # Numbers out of their ranges (docs/scenarios.md, "Limits"), and a NUL byte in a string.
 check_invalid huge_at.lua 6 "timeline\[1\] time: 1e\+300 s is out of range \(0 to 24 h\)"
 check_invalid huge_at_inf.lua 6 "timeline\[1\] time: inf s is out of range \(0 to 24 h\)"

@@ -14,6 +14,9 @@
 //                           as the runtime of a release build without failpoints does
 //   --exit-after-term MS    once SIGTERM came, take MS milliseconds to exit (a program whose
 //                           interpreter takes seconds to wind up)
+//   --checks N              every 100 ms also a `check` line of its check "answer": one that
+//                           held, except in the N-th window (from 1; 0: never), where it failed
+//                           ("got 5 wanted 6"), as mw::reportCheck reports
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   int exit_early = -1;
   bool child = false, never_ready = false, no_failpoints = false;
   int exit_after_term_ms = 0;
+  int checks = -1, window = 0;  // -1: no check lines
   std::printf("fake: argv");
   for (int i = 0; i < argc; ++i) std::printf(" [%s]", argv[i]);
   std::printf("\n");
@@ -71,6 +75,8 @@ int main(int argc, char** argv) {
       no_failpoints = true;
     } else if (std::strcmp(argv[i], "--exit-after-term") == 0 && i + 1 < argc) {
       exit_after_term_ms = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--checks") == 0 && i + 1 < argc) {
+      checks = std::atoi(argv[++i]);
     }
   }
   char cwd[4096] = "";
@@ -119,6 +125,12 @@ int main(int argc, char** argv) {
       m.ops = 1;
       m.lat_sum_ns = m.lat_max_ns = 1000000;
       if (!emit(fd, m)) return 2;
+    }
+    if (checks >= 0) {
+      const bool failed = ++window == checks;
+      const mw::telemetry_lines::Check c{nowNs(), "answer", failed ? 0 : 1, failed ? 1 : 0,
+                                         failed ? "got 5 wanted 6" : ""};
+      if (!emit(fd, c)) return 2;
     }
   }
   std::printf("fake: stopped by SIGTERM after %lld bytes\n", static_cast<long long>(bytes));

@@ -15,6 +15,8 @@ WorkerConfig sample() {
   c.seed = 4242;
   c.window = std::chrono::milliseconds(250);
   c.fifo_prefix = "/tmp/mwchaos-x/fiu";
+  c.check = false;
+  c.check_every_element = true;
   WorkerWorld a;
   a.name = "w1";
   a.host = "10.77.0.2";
@@ -47,6 +49,8 @@ TEST_CASE("a worker configuration round-trips field for field", "[harness][confi
   CHECK(back->seed == c.seed);
   CHECK(back->window == c.window);
   CHECK(back->fifo_prefix == c.fifo_prefix);
+  CHECK(back->check == false);
+  CHECK(back->check_every_element == true);
   REQUIRE(back->worlds.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     const auto &x = back->worlds[i], &y = c.worlds[i];

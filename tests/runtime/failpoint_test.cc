@@ -135,6 +135,84 @@ TEST_CASE("an injected EIO in one world's all_reduce is a backend error there on
   requireHealthy(b);
 }
 
+// Rank 0 of `w` sends one tensor of 4 floats per value in `sent` (all posted at once), then rank 1
+// receives `received` of them; returns their first elements, in order. Every operation must
+// succeed.
+std::vector<float> deliver(LocalWorld& w, const std::vector<float>& sent, size_t received) {
+  std::vector<std::vector<float>> out(sent.size()), in(received, std::vector<float>(4, -1.0f));
+  std::vector<mw::Work> sends;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    out[i].assign(4, sent[i]);
+    sends.push_back(w.comm(0).isend(w.name(), mw::Tensor::cpu(out[i].data(), 4), 1));
+  }
+  std::vector<float> got;
+  for (auto& t : in) {
+    REQUIRE(w.comm(1).recv(w.name(), mw::Tensor::cpu(t.data(), 4), 0).ok());
+    got.push_back(t[0]);
+    CHECK(t[1] == t[0]);  // the tensor is one message's, whole
+  }
+  for (auto& s : sends) REQUIRE(s.wait(mw::deadlineIn(scaled(5000))).ok());
+  return got;
+}
+
+TEST_CASE("a dropped send succeeds and the next one takes its place, in that world only",
+          "[failpoint]") {
+  LocalWorld a("fp_drop", 2), b("fp_drop_other", 2);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  CHECK(deliver(a, {10}, 1) == std::vector<float>{10});
+  REQUIRE(mw::failpoints::enable("mw/gloo/drop/fp_drop", errnoOnce(1)).ok());
+  // 11 is the one dropped ("once"): the receiver gets 12 where it would have got 11.
+  CHECK(deliver(a, {11, 12, 13}, 2) == std::vector<float>{12, 13});
+  CHECK(deliver(a, {14}, 1) == std::vector<float>{14});
+  requireHealthy(a);
+  REQUIRE(mw::failpoints::enable("mw/gloo/drop/fp_drop", mw::failpoints::Mode{}).ok());
+  requireHealthy(b);  // always on in fp_drop: fp_drop_other's sends are untouched
+}
+
+TEST_CASE("a repeated send arrives twice, in that world only", "[failpoint]") {
+  LocalWorld a("fp_repeat", 2), b("fp_repeat_other", 2);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  REQUIRE(mw::failpoints::enable("mw/gloo/repeat/fp_repeat", errnoOnce(1)).ok());
+  CHECK(deliver(a, {20, 21}, 3) == std::vector<float>{20, 20, 21});
+  CHECK(deliver(a, {22}, 1) == std::vector<float>{22});
+  requireHealthy(a);
+  REQUIRE(mw::failpoints::enable("mw/gloo/repeat/fp_repeat", mw::failpoints::Mode{}).ok());
+  requireHealthy(b);
+}
+
+TEST_CASE(
+    "a corrupted receive succeeds with one bit of the chosen byte changed, in that world only",
+    "[failpoint]") {
+  LocalWorld a("fp_corrupt", 3), b("fp_corrupt_other", 3);
+  REQUIRE(a.status().ok());
+  REQUIRE(b.status().ok());
+  mw::failpoints::Mode m;
+  m.failnum = 6;  // byte 5 (from 0): the second float's second byte
+  REQUIRE(mw::failpoints::enable("mw/gloo/corrupt/fp_corrupt", m).ok());
+  for (LocalWorld* w : {&b, &a}) {
+    std::vector<std::vector<float>> data(3, std::vector<float>(4, 1.0f));
+    std::vector<mw::Status> st(3);
+    w->parallel([&](int r) {
+      st[r] = w->comm(r).allReduce(w->name(), mw::Tensor::cpu(data[r].data(), 4)).wait();
+    });
+    for (int r = 0; r < 3; ++r) {
+      INFO(w->name() << " rank " << r);
+      REQUIRE(st[r].ok());
+      CHECK(data[r][0] == 3.0f);
+      CHECK(data[r][2] == 3.0f);
+      unsigned char want[4];
+      const float three = 3.0f;
+      std::memcpy(want, &three, 4);
+      if (w == &a) want[1] ^= 0x01;
+      CHECK(std::memcmp(&data[r][1], want, 4) == 0);
+    }
+  }
+  REQUIRE(mw::failpoints::disable("mw/gloo/corrupt/fp_corrupt").ok());
+  requireHealthy(a);
+}
+
 // This process hosts `name` and `other` as rank 0; a worker joins both as rank 1 with
 // `failpoint` (POINT:FAILNUM) enabled. Returns this process's kBroken event for `name`.
 struct WorkerFault {

@@ -3,6 +3,8 @@
 #include "multiworld/telemetry_lines.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <random>
 
 namespace mw::telemetry_lines {
@@ -45,6 +47,35 @@ TEST_CASE("every worker line kind round-trips", "[runtime][lines]") {
   CHECK(a.name == "requests.ok");
   CHECK(a.value == 0.1 + 0.2);  // every bit of the double
   CHECK(std::get<App>(roundTrip(App{11, "x", -1e300})).value == -1e300);
+  auto k = std::get<Check>(roundTrip(Check{11, "answer.doubled", 9, 2, "got 6\nwanted 8"}));
+  CHECK(k.name == "answer.doubled");
+  CHECK(k.passed == 9);
+  CHECK(k.failed == 2);
+  CHECK(k.detail == "got 6 wanted 8");
+  CHECK(std::get<Check>(roundTrip(Check{11, "x", 1, 0, ""})).detail.empty());
+  auto v = std::get<Verified>(roundTrip(Verified{12, "w1", 40, 40 << 20, 3}));
+  CHECK(v.world == "w1");
+  CHECK(v.ops == 40);
+  CHECK(v.bytes == 40 << 20);
+  CHECK(v.violations == 3);
+  auto x = std::get<Violation>(
+      roundTrip(Violation{13, "w2", 4, "recv", 17, 3, 1024, 0.5, 1e-30, "from rank 1\nof 2"}));
+  CHECK(x.world == "w2");
+  CHECK(x.generation == 4);
+  CHECK(x.op == "recv");
+  CHECK(x.seq == 17);
+  CHECK(x.offset == 3);
+  CHECK(x.wrong == 1024);
+  CHECK(x.expected == 0.5);
+  CHECK(x.found == 1e-30);
+  CHECK(x.detail == "from rank 1 of 2");
+  // A corrupted element may hold anything: nan and inf are read back.
+  auto nan = std::get<Violation>(roundTrip(Violation{
+      14, "w2", 1, "all_reduce", 0, 0, 1, 3, std::numeric_limits<double>::quiet_NaN(), ""}));
+  CHECK(std::isnan(nan.found));
+  auto inf = std::get<Violation>(roundTrip(Violation{
+      15, "w2", 1, "broadcast", 0, 0, 1, 3, -std::numeric_limits<double>::infinity(), ""}));
+  CHECK(inf.found == -std::numeric_limits<double>::infinity());
 }
 
 TEST_CASE("a line that is not the protocol names what is wrong", "[runtime][lines]") {
@@ -55,15 +86,29 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[runtime][line
   for (const Case& c :
        {Case{"metrics 1 w1 2 3 4 5", "missing latency_max_ns"},
         Case{"metrics 1 w1 2 x 4 5 6", "bytes 'x' is not a whole number"},
-        Case{"metrics 1 w1 2 3 4 5 6 7", "latency_max_ns '6 7'"}, Case{"ready", "missing time"},
-        Case{"ready soon", "time 'soon'"}, Case{"event 1 w1 broken", "missing generation"},
-        Case{"cpu 1 -", "cpu_ns '-'"}, Case{"cpu 1 99999999999999999999 0", "cpu_ns"},
-        Case{"fifo", "missing path"}, Case{"hello world", "unknown kind 'hello'"},
+        Case{"metrics 1 w1 2 3 4 5 6 7", "latency_max_ns '6 7'"},
+        Case{"ready", "missing time"},
+        Case{"ready soon", "time 'soon'"},
+        Case{"event 1 w1 broken", "missing generation"},
+        Case{"cpu 1 -", "cpu_ns '-'"},
+        Case{"cpu 1 99999999999999999999 0", "cpu_ns"},
+        Case{"fifo", "missing path"},
+        Case{"hello world", "unknown kind 'hello'"},
         Case{"", "unknown kind ''"},
         Case{"event 1 w1 exploded 1 - -1 x", "unknown kind 'exploded'"},
         Case{"event 1 w1 broken 1 peer_exploded 2 x", "unknown cause 'peer_exploded'"},
-        Case{"app 1 requests", "missing value"}, Case{"app 1 requests many", "not a finite"},
-        Case{"app 1 requests nan", "not a finite"}, Case{"app 1 requests inf", "not a finite"}}) {
+        Case{"app 1 requests", "missing value"},
+        Case{"app 1 requests many", "not a finite"},
+        Case{"app 1 requests nan", "not a finite"},
+        Case{"app 1 requests inf", "not a finite"},
+        Case{"check 1 answers 3", "missing failed"},
+        Case{"check 1 answers x 0 d", "passed 'x'"},
+        Case{"verified 1 w1 2", "missing bytes"},
+        Case{"verified 1 w1 2 3", "missing violations"},
+        Case{"verified 1 w1 2 many 0", "bytes 'many'"},
+        Case{"violation 1 w1 1 recv 2 3 4 5", "missing found"},
+        Case{"violation 1 w1 1 recv -2 3 4 5 6 x", "seq '-2'"},
+        Case{"violation 1 w1 1 recv 2 3 4 five 6 x", "expected 'five' is not a number"}}) {
     auto r = parse(c.line);
     CAPTURE(c.line);
     REQUIRE_FALSE(r.ok());
@@ -74,9 +119,10 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[runtime][line
 
 TEST_CASE("random bytes never crash the parser", "[runtime][lines]") {
   std::mt19937 rng(7);
-  const std::string kinds[] = {"metrics ", "event ", "cpu ", "ready ", "joinfail ", "fifo ", ""};
+  const std::string kinds[] = {"metrics ", "event ",    "cpu ",       "ready ", "joinfail ",
+                               "fifo ",    "verified ", "violation ", "check ", ""};
   for (int i = 0; i < 20000; ++i) {
-    std::string line = kinds[rng() % 7];
+    std::string line = kinds[rng() % 10];
     const int n = static_cast<int>(rng() % 40);
     for (int k = 0; k < n; ++k) line += static_cast<char>(" 0123456789-w\x01\xff"[rng() % 15]);
     (void)parse(line);  // any answer, never a crash (ASan and UBSan watch this test)

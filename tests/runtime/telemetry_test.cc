@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "multiworld/multiworld.h"
+#include "multiworld/telemetry_lines.h"
 #include "support/util.h"
 
 using namespace std::chrono_literals;
@@ -211,6 +212,68 @@ TEST_CASE("an application's own metric reaches the harness as each window's sum"
   CHECK(requests == 30);  // counted once, though two managers report
   CHECK(tokens == 75);
   CHECK(windows >= 2);
+}
+
+TEST_CASE("an application's own checks reach the harness counted, with the first failure's detail",
+          "[runtime][telemetry]") {
+  ::unsetenv("MW_TELEMETRY_FD");
+  CHECK(mw::reportCheck("answer", false, "no channel").ok());  // accepted, kept nowhere
+  Channel ch("");
+  std::atomic<int> failures{0}, refused{0};
+  {
+    mw::WorldManager m;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 40; ++i) {
+          const bool ok = (i % 10) != 3 || t != 1;  // thread 1 fails 4 times
+          if (!ok) ++failures;
+          // (Catch2's assertions are not for other threads: a refusal is counted.)
+          if (!mw::reportCheck("answer.doubled", ok,
+                               "got " + std::to_string(i) + "\nwanted " + std::to_string(2 * i))
+                   .ok()) {
+            ++refused;
+          }
+          std::this_thread::sleep_for(2ms);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    // A detail past 200 bytes is cut there.
+    REQUIRE(mw::reportCheck("long", false, std::string(500, 'x')).ok());
+  }
+  long long passed = 0, failed = 0, long_failed = 0;
+  std::vector<std::string> details;
+  for (const auto& l : ch.lines()) {
+    auto w = words(l);
+    if (w[0] != "check") continue;
+    INFO(l);
+    auto parsed = mw::telemetry_lines::parse(l);
+    REQUIRE(parsed.ok());
+    const auto& c = std::get<mw::telemetry_lines::Check>(*parsed);
+    if (c.name == "long") {
+      long_failed += c.failed;
+      CHECK(c.detail == std::string(200, 'x'));
+      continue;
+    }
+    REQUIRE(c.name == "answer.doubled");
+    passed += c.passed;
+    failed += c.failed;
+    if (c.failed > 0) details.push_back(c.detail);
+    if (c.failed == 0) CHECK(c.detail.empty());
+  }
+  CHECK(refused.load() == 0);
+  CHECK(failures.load() == 4);
+  CHECK(failed == 4);
+  CHECK(passed == 3 * 40 - 4);
+  CHECK(long_failed == 1);
+  REQUIRE_FALSE(details.empty());
+  for (const auto& d : details) {
+    CHECK_THAT(d,
+               Catch::Matches("got 3 wanted 6|got 13 wanted 26|got 23 wanted 46|got 33 wanted 66"));
+  }
+  CHECK(mw::reportCheck("two words", true).code() == mw::Code::kInvalidArgument);
+  CHECK(mw::reportCheck("", false).message().find("reportCheck") != std::string::npos);
 }
 
 TEST_CASE("reportMetric refuses names and amounts the protocol cannot carry",

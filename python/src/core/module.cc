@@ -342,6 +342,16 @@ NB_MODULE(_core, m) {
       "report_metric",
       [](const std::string& name, double amount) { mwpy::check(mw::reportMetric(name, amount)); },
       nb::arg("name"), nb::arg("amount") = 1.0);
+  // Contract: reports one outcome of the program's own check `name` (ok: it held; else `detail`
+  // says what was wrong), counted per 100 ms window for the chaos harness's expect.app_checks when
+  // it started this program (multiworld/telemetry.h, reportCheck); a no-op otherwise. ValueError
+  // for a name that is not 1-64 characters of A-Z a-z 0-9 _ . -. Never blocks on I/O.
+  m.def(
+      "report_check",
+      [](const std::string& name, bool ok, const std::string& detail) {
+        mwpy::check(mw::reportCheck(name, ok, detail));
+      },
+      nb::arg("name"), nb::arg("ok"), nb::arg("detail") = "");
   m.def(
       "_monotonic", [] { return mwpy::monotonicSeconds(mw::Clock::now()); },
       "The runtime's monotonic clock in seconds.");

@@ -49,6 +49,7 @@ from ._core import (
     WorldEvent,
     WorldInfo,
     WorldManager,
+    report_check,
     report_metric,
     wait_any,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "WorldInfo",
     "WorldManager",
     "WITH_NCCL",
+    "report_check",
     "report_metric",
     "wait_any",
 ]

@@ -1,12 +1,13 @@
 // The line protocol a scenario role speaks to the chaos harness (mwchaos), one line per message:
 // what the runtime's telemetry channel writes (MW_TELEMETRY_FD; docs/design.md, "The telemetry
-// channel") and what mw_worker writes on its stdout, which adds `cpu` and `joinfail`. The runtime
-// owns it: one definition serves the writers and the harness's parser, so a message that is
-// written can always be read back (tests/runtime/telemetry_lines_test.cc round-trips each kind).
+// channel") and what mw_worker writes on its stdout, which adds `cpu`, `joinfail`, `verified` and
+// `violation`. The runtime owns it: one definition serves the writers and the harness's parser,
+// so a message that is written can always be read back (tests/runtime/telemetry_lines_test.cc
+// round-trips each kind).
 //
 // Times are CLOCK_MONOTONIC nanoseconds (mw::Clock), comparable across the processes of a machine.
-// Words are separated by one space; the last field of `event`, `joinfail` and `error` is free text
-// (newlines replaced by spaces when written).
+// Words are separated by one space; the last field of `event`, `joinfail`, `check`, `violation`
+// and `error` is free text (newlines replaced by spaces when written).
 //
 //   fifo <path>|-                       failpoint control fifo, or "-": no failpoints compiled in
 //   ready <t>                           every world joined (the runtime: every world of
@@ -21,6 +22,20 @@
 //                                       fifo could not be opened, the program goes on
 //   app <t> <name> <value>              a program's own metric (multiworld/telemetry.h): the sum
 //                                       of what it reported in the window that ends at t
+//   check <t> <name> <passed> <failed> <detail...>
+//                                       a program's own check (multiworld/telemetry.h,
+//                                       reportCheck): how often it passed and failed in the window
+//                                       that ends at t, and the first failure's detail
+//   verified <t> <world> <ops> <bytes> <violations>
+//                                       mw_worker: in the window that ends at t, the operations it
+//                                       received and checked with every element right, their
+//                                       bytes, and the operations whose content was wrong (each
+//                                       of which has a `violation` line, up to a bound)
+//   violation <t> <world> <generation> <op> <seq> <offset> <wrong> <expected> <found> <detail...>
+//                                       mw_worker: an operation that completed with content that
+//                                       is not what it must be (chaos/traffic_content.h): the
+//                                       first wrong element, how many are wrong, the values
+//                                       (expected, found: %.17g, found may be nan or inf)
 //
 // Thread rules: pure functions of their arguments.
 #pragma once
@@ -75,7 +90,31 @@ struct App {
   double value = 0;  // finite
 };
 
-using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error, App>;
+struct Check {
+  int64_t t_ns = 0;  // end of the window
+  std::string name;  // one word of [A-Za-z0-9_.-]
+  int64_t passed = 0, failed = 0;
+  std::string detail;  // free text: the window's first failure's; empty when none failed
+};
+struct Verified {
+  int64_t t_ns = 0;  // end of the window
+  std::string world;
+  int64_t ops = 0, bytes = 0, violations = 0;
+};
+struct Violation {
+  int64_t t_ns = 0;  // when the operation completed
+  std::string world;
+  uint64_t generation = 0;
+  std::string op;       // one word: "recv", "broadcast", "all_reduce"
+  uint64_t seq = 0;     // the operation's number in the world's incarnation, from 0
+  uint64_t offset = 0;  // the first wrong element
+  uint64_t wrong = 0;   // how many elements are wrong
+  double expected = 0, found = 0;
+  std::string detail;  // free text: whose content, and what the found content is, when known
+};
+
+using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error, App, Check, Verified,
+                          Violation>;
 
 // The line for `l`, without its newline. Free-text fields have their newlines replaced by spaces;
 // a name field (world) must be one word without spaces (the scenario validator's name rule).

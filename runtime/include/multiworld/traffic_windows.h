@@ -131,4 +131,24 @@ struct MetricSums {
   }
 };
 
+// A program's own checks (multiworld/telemetry.h, reportCheck) in one window: per name, how many
+// passed and failed, and the first failure's detail.
+struct CheckSums {
+  struct Counts {
+    int64_t passed = 0, failed = 0;
+    std::string first_failure;
+  };
+  std::map<std::string, Counts> checks;
+
+  CheckSums& operator+=(const CheckSums& o) {
+    for (const auto& [name, c] : o.checks) {
+      Counts& mine = checks[name];
+      if (mine.failed == 0) mine.first_failure = c.first_failure;
+      mine.passed += c.passed;
+      mine.failed += c.failed;
+    }
+    return *this;
+  }
+};
+
 }  // namespace mw

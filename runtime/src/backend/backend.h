@@ -36,12 +36,19 @@ const char* opKindName(OpKind k);
 // The failpoints "mw/<backend>/<op>/<world>" of one world's backend, one per operation kind,
 // "mw/<backend>/init/<world>" for its creation, and "mw/<backend>/delay/<world>", which delays
 // each operation, and the Gloo backend's connection of the members, by failnum milliseconds
-// (latency where the kernel cannot simulate it).
+// (latency where the kernel cannot simulate it). And three that make an operation deliver wrong
+// data while it succeeds, for the chaos harness's data_intact verdict (docs/failpoints.md; the
+// Gloo backend has them): "mw/<backend>/corrupt/<world>" flips a bit of what a receiving
+// operation got, "mw/<backend>/drop/<world>" loses a send, "mw/<backend>/repeat/<world>" sends it
+// twice.
 class OpFailPoints {
  public:
   OpFailPoints(std::string_view backend, std::string_view world)
       : init_(std::string("mw/") + std::string(backend) + "/init", world),
-        delay_(std::string("mw/") + std::string(backend) + "/delay", world) {
+        delay_(std::string("mw/") + std::string(backend) + "/delay", world),
+        corrupt_(std::string("mw/") + std::string(backend) + "/corrupt", world),
+        drop_(std::string("mw/") + std::string(backend) + "/drop", world),
+        repeat_(std::string("mw/") + std::string(backend) + "/repeat", world) {
     for (int k = 0; k < kNumOpKinds; ++k) {
       points_[k] = FailPoint(
           std::string("mw/") + std::string(backend) + "/" + opKindName(static_cast<OpKind>(k)),
@@ -50,6 +57,9 @@ class OpFailPoints {
   }
   const FailPoint& operator[](OpKind k) const { return points_[static_cast<int>(k)]; }
   const FailPoint& init() const { return init_; }
+  const FailPoint& corrupt() const { return corrupt_; }
+  const FailPoint& drop() const { return drop_; }
+  const FailPoint& repeat() const { return repeat_; }
   // Sleeps failnum milliseconds (at most 60 s) when the delay point fires.
   void delayIfAsked() const {
     if (auto d = delay_.check()) {
@@ -60,6 +70,7 @@ class OpFailPoints {
  private:
   FailPoint init_;
   FailPoint delay_;
+  FailPoint corrupt_, drop_, repeat_;
   std::array<FailPoint, kNumOpKinds> points_;
 };
 

@@ -220,7 +220,7 @@ void GlooBackend::runOp(Pending& p) {
   }
   switch (p.req.kind) {
     case OpKind::kSend:
-      p.data_buf->waitSend(p.req.deadline);
+      for (; p.copies_sent < p.copies; ++p.copies_sent) p.data_buf->waitSend(p.req.deadline);
       return;
     case OpKind::kRecv:
       p.data_buf->waitRecv(p.req.deadline);
@@ -259,8 +259,41 @@ bool GlooBackend::execute(Pending& p, bool yieldable) noexcept {
   if (yieldable && closeYield(p) && p.data_buf) {
     p.data_buf->clearInterrupt(p.req.kind == OpKind::kSend);
   }
+  corruptIfAsked(p);
   finish(p, Status::Ok());
   return false;
+}
+
+void GlooBackend::corruptIfAsked(const Pending& p) {
+  const OpRequest& r = p.req;
+  const bool root = r.peer == cfg_.rank;
+  bool receives = false;
+  switch (r.kind) {
+    case OpKind::kSend:
+    case OpKind::kBarrier:
+      break;
+    case OpKind::kBroadcast:
+      receives = !root;
+      break;
+    case OpKind::kReduce:
+    case OpKind::kGather:
+      receives = root;
+      break;
+    default:
+      receives = true;
+  }
+  if (!receives) return;
+  const auto injected = failpoints_.corrupt().check();
+  if (!injected) return;
+  // In-place operations received into `in` (OpRequest), the others into `out`.
+  const bool in_place = r.kind == OpKind::kRecv || r.kind == OpKind::kBroadcast ||
+                        r.kind == OpKind::kAllReduce || r.kind == OpKind::kReduce;
+  const Tensor& t = in_place ? r.in : r.out;
+  if (t.bytes() == 0 || t.data == nullptr) return;
+  auto* bytes = static_cast<unsigned char*>(t.data);
+  // failnum counts the bytes from 1 (libfiu refuses a failnum of 0).
+  const size_t at = static_cast<size_t>(std::max(injected->failnum, 1) - 1) % t.bytes();
+  bytes[at] ^= 0x01;
 }
 
 // A transfer that fails because the connection closed or was reset means the member at the other

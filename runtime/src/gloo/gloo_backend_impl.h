@@ -86,6 +86,10 @@ class GlooBackend final : public Backend,
     std::unique_ptr<Collective> collective;  // dropped with the buffers, in finish()
     std::optional<std::string> post_error;
     bool started = false;  // runOp has looked at the failpoints (once per operation)
+    // A send's copies on the wire: 1, or 0 (mw/gloo/drop) or 2 (mw/gloo/repeat); and how many
+    // of them runOp has waited for (a send run in several turns resumes where it was).
+    int copies = 1;
+    int copies_sent = 0;
     // A send or receive run by a caller who may leave before its deadline (claimP2PLocked): at
     // yield_at the yielder interrupts the caller's wait (yield_fired), and the caller hands the
     // operation back (mu_).
@@ -131,6 +135,9 @@ class GlooBackend final : public Backend,
   // operation would leave both wrong (a hang at shutdown).
   bool execute(Pending& p, bool yieldable = false) noexcept MW_EXCLUDES(mu_);
   void runOp(Pending& p);
+  // mw/gloo/corrupt: flips the lowest bit of one byte (the failnum-th, counted from 1, modulo the
+  // size) of what a receiving operation that succeeded received, when the point fires.
+  void corruptIfAsked(const Pending& p);
   void report(Pending& p, Cause cause, int peer, const std::string& detail) MW_EXCLUDES(mu_);
   void reportGlooError(Pending& p, const std::string& what) MW_EXCLUDES(mu_);
   // Completes `p` with `s` (noexcept: see execute).

@@ -14,18 +14,31 @@ namespace mw::detail {
 void GlooBackend::postP2P(Pending& p) {
   OpRequest& r = p.req;
   const bool send = r.kind == OpKind::kSend;
+  // The transport's faults (docs/failpoints.md): a dropped send is never posted and takes no
+  // message number, so the next send to that member takes its place at the receiver; a repeated
+  // one is posted as two messages.
+  if (send && failpoints_.drop().check()) {
+    p.copies = 0;
+  } else if (send && failpoints_.repeat().check()) {
+    p.copies = 2;
+  }
+  if (p.copies == 0) return;  // runOp waits for nothing: it succeeds
   uint64_t n = 0;
   {
     MutexLock lock(p2p_mu_);
-    n = (send ? sent_ : received_)[{r.peer, r.tag}]++;
+    uint64_t& count = (send ? sent_ : received_)[{r.peer, r.tag}];
+    n = count;
+    count += static_cast<uint64_t>(p.copies);
   }
   p.check_id = calls_.begin(r, n);
   p.data_buf = channel_.buffer(r.in.data, r.in.bytes());
-  const uint64_t slot = p2pSlot(r.tag, r.in.dtype, r.in.count, n);
-  if (send) {
-    p.data_buf->send(r.peer, slot, 0, r.in.bytes());
-  } else {
-    p.data_buf->recv(r.peer, slot, 0, r.in.bytes());
+  for (int i = 0; i < p.copies; ++i) {
+    const uint64_t slot = p2pSlot(r.tag, r.in.dtype, r.in.count, n + static_cast<uint64_t>(i));
+    if (send) {
+      p.data_buf->send(r.peer, slot, 0, r.in.bytes());
+    } else {
+      p.data_buf->recv(r.peer, slot, 0, r.in.bytes());
+    }
   }
 }
 

@@ -33,6 +33,7 @@ struct AppMetrics {
   // By the window each amount was reported in: the windows of the first channel opened while
   // none was open; taken by the reporter.
   WindowRing<MetricSums> sums;
+  WindowRing<CheckSums> checks;                           // the same windows as sums
   std::vector<const Telemetry*> alive MW_GUARDED_BY(mu);  // oldest first
 };
 
@@ -119,7 +120,10 @@ Telemetry::Telemetry(Source& source, int fd, std::vector<std::string> ready_worl
   for (const auto& w : ready_worlds_) counters(w);
   AppMetrics& app = appMetrics();
   MutexLock lock(app.mu);
-  if (app.alive.empty()) app.sums.start(origin_, window_);
+  if (app.alive.empty()) {
+    app.sums.start(origin_, window_);
+    app.checks.start(origin_, window_);
+  }
   app.alive.push_back(this);
   app.channels.fetch_add(1, std::memory_order_relaxed);
 }
@@ -180,14 +184,20 @@ void Telemetry::report(Clock::time_point window_end, Clock::time_point stamp) {
                                        w.bytes, w.ops, w.lat_sum_ns, w.lat_max_ns}));
   }
   MetricSums app_window;
+  CheckSums check_window;
   {
     AppMetrics& app = appMetrics();
     MutexLock lock(app.mu);
     if (app.alive.empty() || app.alive.front() != this) return;  // another manager reports them
     app_window = app.sums.takeThrough(window_end);
+    check_window = app.checks.takeThrough(window_end);
   }
   for (const auto& [name, v] : app_window.sums)
     write(lines::format(lines::App{monotonicNs(stamp), name, v}));
+  for (const auto& [name, c] : check_window.checks) {
+    write(
+        lines::format(lines::Check{monotonicNs(stamp), name, c.passed, c.failed, c.first_failure}));
+  }
 }
 
 }  // namespace mw::detail
@@ -224,6 +234,26 @@ Status reportMetric(std::string_view name, double amount) {
   const Clock::time_point at = Clock::now();
   MutexLock lock(app.mu);  // orders the add after the ring's start
   app.sums.add(at, [&](MetricSums& w) { w.sums[std::string(name)] += amount; });
+  return Status::Ok();
+}
+
+Status reportCheck(std::string_view name, bool ok, std::string_view detail) {
+  if (Status s = checkMetricName(name); !s.ok()) {
+    return Status(Code::kInvalidArgument, "reportCheck: " + s.message());
+  }
+  detail::AppMetrics& app = detail::appMetrics();
+  if (app.channels.load(std::memory_order_relaxed) == 0) return Status::Ok();
+  const Clock::time_point at = Clock::now();
+  constexpr size_t kDetail = 200;
+  MutexLock lock(app.mu);  // orders the add after the ring's start
+  app.checks.add(at, [&](CheckSums& w) {
+    CheckSums::Counts& c = w.checks[std::string(name)];
+    if (ok) {
+      ++c.passed;
+      return;
+    }
+    if (c.failed++ == 0) c.first_failure = std::string(detail.substr(0, kDetail));
+  });
   return Status::Ok();
 }
 

@@ -51,6 +51,18 @@ class Fields {
     }
     return v;
   }
+  // A floating-point number, nan and inf included (a corrupted element's value).
+  double anyReal(const char* field) {
+    std::string_view s = next(field);
+    if (!ok()) return 0;
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) return v;
+    if (ec != std::errc() || p != s.data() + s.size()) {
+      fail(std::string(field) + " '" + std::string(s.substr(0, 40)) + "' is not a number");
+    }
+    return v;
+  }
   std::string word(const char* field) { return std::string(next(field)); }
   // The rest of the line (may be empty).
   std::string rest() { return i_ < w_.size() ? std::string(w_[i_++]) : std::string(); }
@@ -97,6 +109,11 @@ std::string oneLine(std::string s) {
 
 std::string format(const Line& line) {
   auto n = [](auto v) { return std::to_string(v); };
+  auto real = [](double v) {  // exact: read back to the same double
+    char out[32];
+    std::snprintf(out, sizeof out, "%.17g", v);
+    return std::string(out);
+  };
   return std::visit(
       [&](const auto& l) -> std::string {
         using T = std::decay_t<decltype(l)>;
@@ -118,11 +135,19 @@ std::string format(const Line& line) {
           return "joinfail " + n(l.t_ns) + " " + l.world + " " + oneLine(l.status);
         } else if constexpr (std::is_same_v<T, Error>) {
           return "error " + oneLine(l.message);
+        } else if constexpr (std::is_same_v<T, App>) {
+          return "app " + n(l.t_ns) + " " + l.name + " " + real(l.value);
+        } else if constexpr (std::is_same_v<T, Check>) {
+          return "check " + n(l.t_ns) + " " + l.name + " " + n(l.passed) + " " + n(l.failed) + " " +
+                 oneLine(l.detail);
+        } else if constexpr (std::is_same_v<T, Verified>) {
+          return "verified " + n(l.t_ns) + " " + l.world + " " + n(l.ops) + " " + n(l.bytes) + " " +
+                 n(l.violations);
         } else {
-          static_assert(std::is_same_v<T, App>);
-          char v[32];
-          std::snprintf(v, sizeof v, "%.17g", l.value);
-          return "app " + n(l.t_ns) + " " + l.name + " " + v;
+          static_assert(std::is_same_v<T, Violation>);
+          return "violation " + n(l.t_ns) + " " + l.world + " " + n(l.generation) + " " + l.op +
+                 " " + n(l.seq) + " " + n(l.offset) + " " + n(l.wrong) + " " + real(l.expected) +
+                 " " + real(l.found) + " " + oneLine(l.detail);
         }
       },
       line);
@@ -195,6 +220,44 @@ Result<Line> parse(std::string_view line) {
     a.value = f.real("value");
     if (!f.ok()) return f.status();
     return Line(std::move(a));
+  }
+  if (kind == "check") {
+    Fields f(kind, words(body, 5));
+    Check c;
+    c.t_ns = f.number<int64_t>("time");
+    c.name = f.word("name");
+    c.passed = f.number<int64_t>("passed");
+    c.failed = f.number<int64_t>("failed");
+    c.detail = f.rest();
+    if (!f.ok()) return f.status();
+    return Line(std::move(c));
+  }
+  if (kind == "verified") {
+    Fields f(kind, words(body, 5));
+    Verified v;
+    v.t_ns = f.number<int64_t>("time");
+    v.world = f.word("world");
+    v.ops = f.number<int64_t>("ops");
+    v.bytes = f.number<int64_t>("bytes");
+    v.violations = f.number<int64_t>("violations");
+    if (!f.ok()) return f.status();
+    return Line(std::move(v));
+  }
+  if (kind == "violation") {
+    Fields f(kind, words(body, 10));
+    Violation v;
+    v.t_ns = f.number<int64_t>("time");
+    v.world = f.word("world");
+    v.generation = f.number<uint64_t>("generation");
+    v.op = f.word("op");
+    v.seq = f.number<uint64_t>("seq");
+    v.offset = f.number<uint64_t>("offset");
+    v.wrong = f.number<uint64_t>("wrong");
+    v.expected = f.anyReal("expected");
+    v.found = f.anyReal("found");
+    v.detail = f.rest();
+    if (!f.ok()) return f.status();
+    return Line(std::move(v));
   }
   if (kind == "cpu") {
     Fields f(kind, words(body, 3));

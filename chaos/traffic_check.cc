@@ -1,0 +1,160 @@
+#include "chaos/traffic_check.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mw::chaos {
+namespace {
+
+// How far from the expected sequence number identify() looks for the content that arrived.
+constexpr uint64_t kNear = 16;
+
+}  // namespace
+
+TrafficCheck::TrafficCheck(DType dtype, size_t count, int contributors, Coverage coverage)
+    : dtype_(dtype),
+      count_(count),
+      range_(contentRange(dtype, contributors)),
+      coverage_(coverage) {}
+
+std::vector<TrafficCheck::Range> TrafficCheck::regions(uint64_t seq) const {
+  if (coverage_ == Coverage::kEveryElement || count_ <= kWhole) return {{0, count_}};
+  const size_t stripe = (count_ + kStripes - 1) / kStripes;
+  const size_t b = static_cast<size_t>(seq % kStripes) * stripe;
+  std::vector<Range> r = {{0, kEdge}, {b, std::min(count_, b + stripe)}, {count_ - kEdge, count_}};
+  std::sort(r.begin(), r.end(), [](const Range& x, const Range& y) { return x.begin < y.begin; });
+  std::vector<Range> merged;
+  for (const Range& x : r) {
+    if (x.begin >= x.end) continue;
+    if (!merged.empty() && x.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, x.end);
+    } else {
+      merged.push_back(x);
+    }
+  }
+  return merged;
+}
+
+void TrafficCheck::begin(uint64_t generation, uint64_t nonce, int members) {
+  if (nonce_ != 0) {
+    previous_nonce_ = nonce_;
+    previous_last_ = next_.empty() ? 0 : *std::max_element(next_.begin(), next_.end());
+  }
+  generation_ = generation;
+  nonce_ = nonce;
+  failed_ = false;
+  next_.assign(static_cast<size_t>(std::max(members, 1)), 0);
+}
+
+void TrafficCheck::fill(void* data, int self) {
+  uint64_t& seq = next_.at(static_cast<size_t>(self));
+  for (const Range& r : regions(seq)) {
+    fillContent(data, dtype_, r.begin, r.end, key(self, seq), range_);
+  }
+  ++seq;
+}
+
+std::optional<Mismatch> TrafficCheck::check(const void* data, std::span<const ContentKey> keys,
+                                            uint64_t seq) const {
+  std::optional<Mismatch> all;
+  for (const Range& r : regions(seq)) {
+    auto m = checkContent(data, dtype_, r.begin, r.end, keys, range_);
+    if (!m) continue;
+    if (!all) {
+      all = *m;
+    } else {
+      all->wrong += m->wrong;
+    }
+  }
+  return all;
+}
+
+bool TrafficCheck::holds(const void* data, const ContentKey& k) const {
+  for (const Range& r : regions(k.seq)) {
+    if (!holdsContent(data, dtype_, r.begin, r.end, k, range_)) return false;
+  }
+  return true;
+}
+
+std::string TrafficCheck::wrongText(const Mismatch& m, uint64_t seq) const {
+  size_t checked = 0;
+  for (const Range& r : regions(seq)) checked += r.end - r.begin;
+  std::string t = std::to_string(m.wrong) + " of " + std::to_string(checked);
+  if (checked == count_) return t + " elements wrong";
+  return t + " checked elements (of " + std::to_string(count_) + ") wrong";
+}
+
+std::optional<Finding> TrafficCheck::receive(const void* data, int sender) {
+  uint64_t& next = next_.at(static_cast<size_t>(sender));
+  const uint64_t expected = next++;
+  if (!judging()) return std::nullopt;
+  const ContentKey want = key(sender, expected);
+  auto m = check(data, std::span(&want, 1), expected);
+  if (!m) return std::nullopt;
+  Finding f{expected, *m, "from rank " + std::to_string(sender) + ": "};
+  size_t checked = 0;
+  for (const Range& r : regions(expected)) checked += r.end - r.begin;
+  if (m->wrong < checked) {  // part of the right content: corrupted, or partly another's
+    f.detail += wrongText(*m, expected);
+    return f;
+  }
+  std::optional<uint64_t> found;
+  f.detail += identify(data, sender, expected, &found);
+  // A later operation's content: those before it are lost, and what follows it comes next. An
+  // earlier one's (delivered again, or stale) took the place of none: `expected` still comes.
+  if (found) next = *found > expected ? *found + 1 : expected;
+  return f;
+}
+
+std::optional<Finding> TrafficCheck::reduced(void* data, int self) {
+  const uint64_t seq = next_.at(static_cast<size_t>(self)) - 1;  // fill() counted it
+  for (auto& n : next_) n = seq + 1;
+  std::optional<Finding> out;
+  if (judging()) {
+    std::vector<ContentKey> keys;
+    for (size_t r = 0; r < next_.size(); ++r) keys.push_back(key(static_cast<int>(r), seq));
+    if (auto m = check(data, keys, seq)) {
+      out = Finding{seq, *m,
+                    "the sum of " + std::to_string(keys.size()) +
+                        " members' contents: " + wrongText(*m, seq)};
+    }
+  }
+  if (coverage_ == Coverage::kSampled) {
+    const size_t elem = dtypeSize(dtype_);
+    for (const Range& r : regions(seq)) {
+      std::memset(static_cast<char*>(data) + r.begin * elem, 0, (r.end - r.begin) * elem);
+    }
+  }
+  return out;
+}
+
+std::string TrafficCheck::identify(const void* data, int sender, uint64_t expected,
+                                   std::optional<uint64_t>* found_seq) const {
+  const std::string want = "seq " + std::to_string(expected);
+  const uint64_t lo = expected > kNear ? expected - kNear : 0;
+  for (uint64_t s = lo; s <= expected + kNear; ++s) {
+    if (s == expected || !holds(data, key(sender, s))) continue;
+    *found_seq = s;
+    if (s < expected) {
+      return "the content of its seq " + std::to_string(s) + ", not " + want +
+             " (an earlier operation's, delivered again)";
+    }
+    return "the content of its seq " + std::to_string(s) + ", not " + want + " (seq " +
+           std::to_string(expected) + (s == expected + 1 ? "" : " to " + std::to_string(s - 1)) +
+           " missing)";
+  }
+  if (previous_nonce_ != 0) {
+    const uint64_t plo = previous_last_ > 2 * kNear ? previous_last_ - 2 * kNear : 0;
+    for (uint64_t s = plo; s <= previous_last_; ++s) {
+      if (holds(data, ContentKey{previous_nonce_, sender, s})) {
+        return "the content of its seq " + std::to_string(s) +
+               " of the world's previous incarnation, not " + want + " of this one";
+      }
+    }
+  }
+  const bool whole = regions(expected).size() == 1 && regions(expected)[0].end == count_;
+  return std::string(whole ? "every element" : "every checked element") +
+         " wrong, and not the content of any of its operations near " + want;
+}
+
+}  // namespace mw::chaos
