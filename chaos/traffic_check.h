@@ -19,8 +19,8 @@
 // the transport moved, which on one machine costs about as much as moving it (docs/benchmarks.md,
 // "Data checks"). What a sample can miss: a change confined to elements outside it (a flipped bit
 // in the middle of a large tensor is found in 1 of kStripes operations); what it cannot miss:
-// another operation's or incarnation's tensor, a lost or repeated one, a truncated one (every
-// sampled element differs then, the head and tail among them).
+// another operation's or incarnation's tensor, a lost or repeated one (every sampled element
+// differs then), one whose end never arrived (the last kEdge elements are always checked).
 //
 // An operation that failed is not judged, and neither is any later operation of its incarnation:
 // a failed operation breaks its world (docs/design.md, "Detection"), and whether its message was
