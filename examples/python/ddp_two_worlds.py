@@ -46,18 +46,21 @@ def model():
     return net
 
 
-def join(manager, world, rank, stop):
-    """Joins (or re-joins) `world` until it works or `stop` is set; True once joined. A join in
-    progress when `stop` is set is cancelled within 50 ms: the stop may come just after the
-    world broke (its other member stopped first), and a join that waited for its own deadline
-    would hold the process past the harness's 5 s."""
+def join(manager, world, rank, stop, until=None):
+    """Joins (or re-joins) `world` until it works, `stop` is set or time.monotonic() passes
+    `until`; True once joined. A try that timed out is followed by a longer one (2 s, then 4, 8
+    and 10 s): on a loaded machine a join can take more than 2 s, and tries that always time out
+    would never join. A join in progress when `stop` is set is cancelled within 50 ms: the stop
+    may come just after the world broke (its other member stopped first), and a join that waited
+    for its own deadline would hold the process past the harness's 5 s."""
     name, addr, port, heartbeat_ms, op_timeout_ms = world
-    while not stop.is_set():
+    attempt = 2
+    while not stop.is_set() and (until is None or time.monotonic() < until):
         try:
             manager.remove_world(name)  # a broken generation, or a failed join, if any
         except mw.MultiworldError:
             pass
-        joining = manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=2,
+        joining = manager.initialize_world(name, rank, 2, addr=addr, port=port, timeout=attempt,
                                            token=os.environ.get("MW_CHAOS_STORE_TOKEN"),
                                            heartbeat_timeout=heartbeat_ms / 1000,
                                            op_timeout=op_timeout_ms / 1000, async_op=True)
@@ -69,6 +72,14 @@ def join(manager, world, rank, stop):
             except mw.MultiworldError:  # the manager's close() came first
                 pass
             return False
+        try:
+            joining.wait()
+            return True
+        except TimeoutError:
+            attempt = min(2 * attempt, 10)
+        except mw.MultiworldError:
+            time.sleep(0.05)
+    return False
         try:
             joining.wait()
             return True
@@ -240,7 +251,12 @@ def story():
     manager = mw.WorldManager()
     trainer = start("trainer", "train")
     first = start("client", "serve")
-    if not join(manager, worlds["train"], 0, stop):
+    if not join(manager, worlds["train"], 0, stop, until=time.monotonic() + 60):
+        print("main: the trainer did not join world train in 60 s")
+        for p in (trainer, first):
+            p.kill()
+            p.wait()
+        manager.close()
         return 1
     seen = Served()
     server = threading.Thread(target=serve, args=(manager, worlds["serve"], stop, seen),

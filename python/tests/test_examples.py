@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 
@@ -26,12 +27,25 @@ def test_doc_python_blocks_run(doc):
 
 
 def run_example(name):
-    """Runs examples/python/<name> and returns its stdout; fails on a non-zero exit."""
+    """Runs examples/python/<name> and returns its output; fails on a non-zero exit. The example
+    runs in a session of its own: on a timeout every process it started is killed (none is left
+    behind) and what it wrote until then is in the failure."""
     script = ROOT / "examples" / "python" / name
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=90)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"{name} ran past 90 s; its output:\n{stdout}{stderr}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever it started and left
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == 0, stdout + stderr
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def test_leader_two_worlds_example():
