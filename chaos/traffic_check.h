@@ -86,6 +86,11 @@ class TrafficCheck {
 
   // The incarnation begin() started last (0 before the first).
   uint64_t generation() const { return generation_; }
+  // The sequence number `member`'s next operation carries in this incarnation (0 before begin()).
+  uint64_t next(int member) const {
+    const auto m = static_cast<size_t>(member);
+    return m < next_.size() ? next_[m] : 0;
+  }
   // Whether what arrives now is judged: a nonce was agreed and no operation of it failed.
   bool judging() const { return nonce_ != 0 && !failed_; }
 

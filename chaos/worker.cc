@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "chaos/cpu_meter.h"
+#include "chaos/op_history.h"
 #include "chaos/ports.h"
+#include "chaos/traffic_buffer.h"
 #include "chaos/traffic_check.h"
 #include "chaos/traffic_nonce.h"
 #include "chaos/worker_config.h"
@@ -63,29 +65,6 @@ long long nowNs(mw::Clock::time_point t = mw::Clock::now()) {
 // harness with thousands of lines a second.
 constexpr int kViolationLines = 100;
 
-// A tensor's memory: host memory, or device memory for a cuda world (through the CUDA runtime
-// the library loads, multiworld/gpu.h: this worker does not link it).
-class Buffer {
- public:
-  Buffer(size_t bytes, mw::Device device)
-      : host_(device.kind == mw::Device::Kind::kCpu ? bytes : 0, 1) {
-    if (device.kind == mw::Device::Kind::kCpu) return;
-    // The worker's error line carries the Status and the size ("error unavailable: cuda:0 ...").
-    const std::string what = " (a tensor of " + std::to_string(bytes) + " bytes)";
-    auto buf = mw::DeviceBuffer::allocate(device, bytes);
-    if (!buf.ok()) fatal(buf.status().toString() + what);
-    device_ = std::move(buf).value();
-    if (mw::Status s = device_.fill(1); !s.ok()) fatal(s.toString() + what);
-  }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  void* data() { return device_.data() != nullptr ? device_.data() : host_.data(); }
-
- private:
-  std::vector<char> host_;
-  mw::DeviceBuffer device_;
-};
-
 struct WorldConf {
   mw::WorldOptions options;
   bool rejoin = false;
@@ -117,19 +96,12 @@ class Worker {
     fifo_prefix_ = conf.fifo_prefix;
     check_ = conf.check;
     every_element_ = conf.check_every_element;
+    history_.emplace(conf.history);
     for (const auto& w : conf.worlds) {
       WorldConf c;
-      auto& o = c.options;
-      o.name = w.name;
-      o.rank = w.rank;
-      o.size = w.size;
-      o.store.host = w.host;
-      o.store.port = w.port;
-      if (const char* token = std::getenv(mw::chaos::kTokenVariable)) o.token = token;
-      o.backend = w.backend;
-      o.device = w.device;
-      o.heartbeat_timeout = w.heartbeat;
-      o.op_timeout = w.op_timeout;
+      const char* token = std::getenv(mw::chaos::kTokenVariable);
+      c.options = mw::chaos::worldOptions(w, token != nullptr ? token : "");
+      const auto& o = c.options;
       c.rejoin = w.rejoin;
       c.start = w.start;
       worlds_[o.name] = c;
@@ -386,6 +358,7 @@ class Worker {
     }
     const auto d = cpu_->sample();
     if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
+    for (const auto& l : history_->take()) say(l);
   }
 
   // Whether world `world`'s incarnation is still `generation`: an operation that completed in
@@ -397,9 +370,9 @@ class Worker {
 
   // Counts what `check` judged of one operation that completed: right (`bytes` verified), or a
   // violation, written as a `violation` line while the loop has written fewer than
-  // kViolationLines.
-  void judged(const mw::chaos::WorkerTraffic& t, const std::optional<mw::chaos::Finding>& f,
-              uint64_t generation, const char* op, int64_t bytes, int& lines_left) {
+  // kViolationLines. Returns its outcome in the history: "ok" or "violation".
+  const char* judged(const mw::chaos::WorkerTraffic& t, const std::optional<mw::chaos::Finding>& f,
+                     uint64_t generation, const char* op, int64_t bytes, int& lines_left) {
     const mw::Clock::time_point now = mw::Clock::now();
     mw::WindowRing<mw::chaos::CheckCounts>& ring = *checked_.at(t.world);
     if (!f) {
@@ -407,13 +380,15 @@ class Worker {
         ++c.ops;
         c.bytes += bytes;
       });
-      return;
+      return "ok";
     }
     ring.add(now, [](mw::chaos::CheckCounts& c) { ++c.violations; });
-    if (lines_left <= 0) return;
-    --lines_left;
-    say(lines::Violation{nowNs(now), t.world, generation, op, f->seq, f->mismatch.offset,
-                         f->mismatch.wrong, f->mismatch.expected, f->mismatch.found, f->detail});
+    if (lines_left > 0) {
+      --lines_left;
+      say(lines::Violation{nowNs(now), t.world, generation, op, f->seq, f->mismatch.offset,
+                           f->mismatch.wrong, f->mismatch.expected, f->mismatch.found, f->detail});
+    }
+    return "violation";
   }
 
   // Runs traffic `t` until the stop: its operations while the world is healthy, at its rate (or
@@ -428,7 +403,10 @@ class Worker {
     const int rank = wc.options.rank, size = wc.options.size;
     const size_t elem = mw::dtypeSize(t.dtype);
     const size_t count = std::max<size_t>(1, t.bytes / elem);
-    Buffer buf(count * elem, wc.options.device);
+    // The worker's error line carries the Status and the size ("error unavailable: cuda:0 ...").
+    auto made = mw::chaos::TrafficBuffer::make(count * elem, wc.options.device);
+    if (!made.ok()) fatal(made.status().toString());
+    mw::chaos::TrafficBuffer buf = std::move(made).value();
     mw::Tensor tensor{buf.data(), t.dtype, count, wc.options.device};
     mw::TrafficWindows& win = *windows_.at(t.world);
     if (t.pattern == Pattern::kPipeline && rank >= 2) {
@@ -445,6 +423,7 @@ class Worker {
                                                  : mw::chaos::TrafficCheck::Coverage::kSampled);
     const int64_t tensor_bytes = static_cast<int64_t>(tensor.bytes());
     int lines_left = kViolationLines;
+    uint64_t counted_gen = 0, ops_in_gen = 0;  // the history's sequence numbers when unchecked
     auto slot = mw::Clock::now();
     const auto period = t.rate > 0 ? std::chrono::duration_cast<mw::Clock::duration>(
                                          std::chrono::duration<double>(1.0 / t.rate))
@@ -468,51 +447,76 @@ class Worker {
       auto t0 = mw::Clock::now();
       mw::Status s;
       long long moved = tensor_bytes;
+      if (gen != counted_gen) counted_gen = gen, ops_in_gen = 0;
+      // A member's next sequence number: the check's, or (unchecked) this loop's count.
+      auto seqOf = [&](int member) { return host ? check.next(member) : ops_in_gen; };
       // Each operation's outcome: its status, then (for what this member received) the check.
       auto completed = [&](const mw::Status& st) {
         if (st.ok() && sameIncarnation(t.world, gen)) return true;
         check.failed();  // the rest of this incarnation is not judged
         return false;
       };
+      // The operation's entry in the history, when one is kept: `outcome` if it completed.
+      auto record = [&](const char* op, int peer, uint64_t seq, mw::Clock::time_point start,
+                        const char* outcome) {
+        if (!history_->on()) return;
+        history_->add({nowNs(start), nowNs(), t.world, gen, op, peer, seq,
+                       s.ok() ? outcome : mw::codeName(s.code())});
+      };
       if (t.pattern == Pattern::kGatherToLeader && rank == 0) {
         for (int src = 1; src < size && s.ok(); ++src) {
+          const auto start = mw::Clock::now();
+          const uint64_t seq = seqOf(src);
           s = comm_.recv(t.world, tensor, src);
-          if (!completed(s)) break;
-          if (host) judgeReceived(t, check, buf.data(), src, gen, "recv", tensor_bytes, lines_left);
+          const bool done = completed(s);
+          record("recv", src, seq, start,
+                 done && host ? judgeReceived(t, check, buf.data(), src, gen, "recv", tensor_bytes,
+                                              lines_left)
+                              : "unchecked");
+          if (!done) break;
         }
         moved *= size - 1;
-      } else if (t.pattern == Pattern::kGatherToLeader) {
+      } else if (t.pattern == Pattern::kGatherToLeader ||
+                 (t.pattern == Pattern::kPipeline && rank == 0)) {
+        const int to = t.pattern == Pattern::kPipeline ? 1 : 0;
+        const uint64_t seq = seqOf(rank);
         if (host) check.fill(buf.data(), rank);
-        s = comm_.send(t.world, tensor, 0);
-        completed(s);
+        s = comm_.send(t.world, tensor, to);
+        record("send", to, seq, t0, completed(s) ? "ok" : "unchecked");
       } else if (t.pattern == Pattern::kPipeline) {
-        if (rank == 0) {
-          if (host) check.fill(buf.data(), 0);
-          s = comm_.send(t.world, tensor, 1);
-          completed(s);
-        } else {
-          s = comm_.recv(t.world, tensor, 0);
-          if (completed(s) && host) {
-            judgeReceived(t, check, buf.data(), 0, gen, "recv", tensor_bytes, lines_left);
-          }
-        }
+        const uint64_t seq = seqOf(0);
+        s = comm_.recv(t.world, tensor, 0);
+        record("recv", 0, seq, t0,
+               completed(s) && host
+                   ? judgeReceived(t, check, buf.data(), 0, gen, "recv", tensor_bytes, lines_left)
+                   : "unchecked");
       } else if (t.pattern == Pattern::kRingAllreduce) {
+        const uint64_t seq = seqOf(rank);
         if (host) check.fill(buf.data(), rank);
         // synchronize: an operation counts once the GPU has finished it (an nccl world's wait()
         // would return once the operation is ordered on the stream).
         s = comm_.allReduce(t.world, tensor).synchronize();
+        const char* outcome = "unchecked";
         if (completed(s) && host && check.judging()) {
-          judged(t, check.reduced(buf.data(), rank), gen, "all_reduce", tensor_bytes, lines_left);
+          outcome = judged(t, check.reduced(buf.data(), rank), gen, "all_reduce", tensor_bytes,
+                           lines_left);
         } else if (host) {
           check.reduced(buf.data(), rank);  // the sequence numbers advance all the same
         }
+        record("all_reduce", -1, seq, t0, outcome);
       } else {  // broadcast
+        const uint64_t seq = seqOf(t.root);
         if (host && rank == t.root) check.fill(buf.data(), rank);
         s = comm_.broadcast(t.world, tensor, t.root).synchronize();
-        if (completed(s) && host && rank != t.root) {
-          judgeReceived(t, check, buf.data(), t.root, gen, "broadcast", tensor_bytes, lines_left);
+        const bool done = completed(s);
+        const char* outcome = done && rank == t.root ? "ok" : "unchecked";
+        if (done && host && rank != t.root) {
+          outcome = judgeReceived(t, check, buf.data(), t.root, gen, "broadcast", tensor_bytes,
+                                  lines_left);
         }
+        record("broadcast", t.root, seq, t0, outcome);
       }
+      ++ops_in_gen;
       if (s.ok()) {
         const auto done = mw::Clock::now();
         win.add(done, moved,
@@ -528,21 +532,23 @@ class Worker {
   }
 
   // Checks what arrived from `sender` (TrafficCheck::receive) and counts it (judged); an
-  // incarnation that is not judged counts nothing.
-  void judgeReceived(const mw::chaos::WorkerTraffic& t, mw::chaos::TrafficCheck& check,
-                     const void* data, int sender, uint64_t generation, const char* op,
-                     int64_t bytes, int& lines_left) {
+  // incarnation that is not judged counts nothing. Returns the outcome in the history: judged's,
+  // or "unchecked".
+  const char* judgeReceived(const mw::chaos::WorkerTraffic& t, mw::chaos::TrafficCheck& check,
+                            const void* data, int sender, uint64_t generation, const char* op,
+                            int64_t bytes, int& lines_left) {
     const bool judging = check.judging();
     auto f = check.receive(data, sender);
-    if (judging) judged(t, f, generation, op, bytes, lines_left);
+    return judging ? judged(t, f, generation, op, bytes, lines_left) : "unchecked";
   }
 
   std::string role_;
   unsigned seed_ = 0;
   std::chrono::milliseconds window_{100};
   std::string fifo_prefix_;
-  bool check_ = true;           // WorkerConfig::check
-  bool every_element_ = false;  // WorkerConfig::check_every_element
+  bool check_ = true;                            // WorkerConfig::check
+  bool every_element_ = false;                   // WorkerConfig::check_every_element
+  std::optional<mw::chaos::OpHistory> history_;  // WorkerConfig::history; set by the constructor
   std::map<std::string, WorldConf> worlds_;
   std::map<std::string, std::unique_ptr<mw::TrafficWindows>> windows_;
   std::map<std::string, std::unique_ptr<mw::WindowRing<mw::chaos::CheckCounts>>>

@@ -87,6 +87,21 @@ std::optional<TrafficPattern> parseTrafficPattern(std::string_view name) {
   return enumFromName<TrafficPattern>(kPatternNames, name);
 }
 
+WorldOptions worldOptions(const WorkerWorld& w, const std::string& token) {
+  WorldOptions o;
+  o.name = w.name;
+  o.rank = w.rank;
+  o.size = w.size;
+  o.store.host = w.host;
+  o.store.port = w.port;
+  o.token = token;
+  o.backend = w.backend;
+  o.device = w.device;
+  o.heartbeat_timeout = w.heartbeat;
+  o.op_timeout = w.op_timeout;
+  return o;
+}
+
 std::string toJson(const WorkerConfig& c) {
   json j;
   j["role"] = c.role;
@@ -95,6 +110,7 @@ std::string toJson(const WorkerConfig& c) {
   if (!c.fifo_prefix.empty()) j["fifo_prefix"] = c.fifo_prefix;
   j["check"] = c.check;
   j["check_every_element"] = c.check_every_element;
+  if (c.history > 0) j["history"] = c.history;
   j["worlds"] = json::array();
   for (const auto& w : c.worlds) {
     j["worlds"].push_back({{"name", w.name},
@@ -132,6 +148,8 @@ Result<WorkerConfig> parseWorkerConfig(std::string_view text) {
     c.fifo_prefix = get<std::string>(j, "fifo_prefix", "config", std::string());
     c.check = get<bool>(j, "check", "config", true);
     c.check_every_element = get<bool>(j, "check_every_element", "config", false);
+    c.history = get<int64_t>(j, "history", "config", 0);
+    if (c.history < 0) throw std::invalid_argument("config.history: below 0");
     const json worlds = get<json>(j, "worlds", "config");
     for (size_t i = 0; i < worlds.size(); ++i) {
       c.worlds.push_back(worldFrom(worlds.at(i), "config.worlds[" + std::to_string(i) + "]"));

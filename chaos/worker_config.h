@@ -41,6 +41,9 @@ struct WorkerWorld {
   bool start = true;    // join at start; false: only when told "add <world>"
 };
 
+// The options the worker joins `w` with, its store token `token` ("" for none).
+WorldOptions worldOptions(const WorkerWorld& w, const std::string& token);
+
 // One traffic loop: the worker runs `pattern` in `world` until it stops.
 struct WorkerTraffic {
   std::string world;
@@ -62,6 +65,9 @@ struct WorkerConfig {
   bool check = true;
   // Check every element of every tensor, not a sample of each (chaos/traffic_check.h, Coverage).
   bool check_every_element = false;
+  // Keep a history of the traffic's operations, up to this many (`history` lines; mwchaos run
+  // --history): 0, none. At least 0.
+  int64_t history = 0;
   std::vector<WorkerWorld> worlds;
   std::vector<WorkerTraffic> traffic;
 };

@@ -34,6 +34,7 @@ namespace mw::harness::orch {
 
 RunResult Run::go() {
   res_.record.duration = static_cast<double>(s_.duration.count()) / 1000.0;
+  res_.record.history_limit = o_.history;
   const double cpu0 = cpuSeconds(RUSAGE_SELF);
   const double child0 = cpuSeconds(RUSAGE_CHILDREN);
   t0_ns_ = chaos::monoNs();
@@ -166,6 +167,7 @@ chaos::WorkerConfig Run::config(const std::string& role, const std::string& fifo
   c.fifo_prefix = fifo_prefix;
   c.check = s_.expect.data_intact;
   c.check_every_element = s_.expect.data_intact_every_element;
+  c.history = o_.history;
   const auto where = stores(role);
   for (const auto& [w, rank] : r.ranks) {
     const WorldSpec& ws = s_.worlds.at(w);

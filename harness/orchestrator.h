@@ -25,6 +25,9 @@ struct RunOptions {
   const std::atomic<bool>* forced = nullptr;
   int gpus = 0;  // GPUs this machine has (roles on "gpu" are spread across them)
   const Inventory* inventory = nullptr;  // --hosts (model/inventory.h); null: none
+  // --history: the most operations each mw_worker role's history holds (RunRecord::history);
+  // 0: none is kept.
+  int64_t history = 0;
 };
 
 struct RunResult {

@@ -134,6 +134,21 @@ void Run::take(Worker& w, const telemetry_lines::Violation& l) {
   res_.record.violations.push_back(std::move(v));
 }
 
+void Run::take(Worker& w, const telemetry_lines::History& l) {
+  // The worker keeps to the limit it was given (WorkerConfig::history); a line past it is not
+  // the protocol's, and is dropped rather than let grow the report.
+  RoleHistoryRec& h = res_.record.history[w.role];
+  if (static_cast<int64_t>(h.ops.size()) >= res_.record.history_limit) return;
+  const auto local = [&](int64_t ns) { return w.proc ? w.proc->connection().toLocal(ns) : ns; };
+  h.ops.push_back({rel(local(l.start_ns)), rel(local(l.end_ns)), l.world, l.generation, l.op,
+                   l.peer, l.seq, l.outcome});
+}
+
+void Run::take(Worker& w, const telemetry_lines::HistoryFull& l) {
+  RoleHistoryRec& h = res_.record.history[w.role];
+  if (!h.full_at) h.full_at = rel(l.t_ns);
+}
+
 void Run::take(Worker& w, const telemetry_lines::Check& l) {
   AppCheckRec& c = res_.record.app_checks[w.role][l.name];
   c.passed += static_cast<double>(l.passed);

@@ -152,6 +152,9 @@ class Run {
   void take(Worker& w, const telemetry_lines::Verified& l);
   // An operation that completed with wrong content: RunRecord::violations.
   void take(Worker& w, const telemetry_lines::Violation& l);
+  // One operation of the role's history (RunRecord::history), and the history's end.
+  void take(Worker& w, const telemetry_lines::History& l);
+  void take(Worker& w, const telemetry_lines::HistoryFull& l);
   // A program's own check in a window: added to the role's totals (RunRecord::app_checks).
   void take(Worker& w, const telemetry_lines::Check& l);
 

@@ -98,7 +98,8 @@ Report reportFromJson(const nlohmann::json& doc);
 nlohmann::json runJson(const Scenario& s, const RunRecord& r);
 
 // The run section read back (the record's times are rounded to the millisecond there, CPU
-// seconds to the microsecond). Throws std::runtime_error naming the field when it is not one.
+// seconds and the history's times to the microsecond). Throws std::runtime_error naming the
+// field when it is not one.
 RunRecord runFromJson(const nlohmann::json& run);
 
 }  // namespace mw::harness

@@ -137,6 +137,24 @@ struct AppCheckRec {
   std::string first_failure;    // its detail
 };
 
+// One operation of a role's traffic in the run's history (mwchaos run --history; docs/scenarios.md,
+// "The operation history").
+struct HistoryOpRec {
+  double start = 0, end = 0;  // seconds from the start
+  std::string world;
+  uint64_t generation = 0;  // the role's count of the world's incarnations
+  std::string op;           // "send", "recv", "broadcast", "all_reduce"
+  int peer = -1;            // the destination, source or root; -1 for an all-reduce
+  uint64_t seq = 0;         // the operation's number in the incarnation (ViolationRec::seq)
+  std::string outcome;      // "ok", "unchecked", "violation", or the failure's code name
+};
+
+// One role's history: its operations in the order they ended, up to the run's limit.
+struct RoleHistoryRec {
+  std::vector<HistoryOpRec> ops;
+  std::optional<double> full_at;  // when the first operation left out began; empty: none was
+};
+
 // The key in RunRecord::windows of a program's own metric `name` (its value in WindowRec::bytes).
 // World names cannot hold ':', so the keys never meet.
 inline std::string appSeries(const std::string& name) { return "app:" + name; }
@@ -168,8 +186,10 @@ struct RunRecord {
   std::vector<ViolationRec> violations;            // in the order they were reported
   std::map<std::string, std::map<std::string, CheckedRec>> checked;      // world -> role -> totals
   std::map<std::string, std::map<std::string, AppCheckRec>> app_checks;  // role -> name -> totals
-  std::vector<MachineRec> machine;  // sampled about every 100 ms
-  int machine_cpus = 0;             // CPUs online
+  int64_t history_limit = 0;  // operations a role's history may hold; 0: no history was kept
+  std::map<std::string, RoleHistoryRec> history;  // role -> its history (mw_worker roles only)
+  std::vector<MachineRec> machine;                // sampled about every 100 ms
+  int machine_cpus = 0;                           // CPUs online
   std::vector<FaultRec> faults;
   std::vector<WorkerRec> workers;
   int leftover_processes = 0;
@@ -189,9 +209,9 @@ struct RunRecord {
   }
 
   // Moves time zero `seconds` later: every time recorded so far (events, windows, CPU and machine
-  // samples, faults) is made relative to the new zero. What was recorded before the new zero (a
-  // program's windows and events while the others were still joining) gets negative times, outside
-  // inRun(), so every series stays in time order.
+  // samples, faults, the history) is made relative to the new zero. What was recorded before the
+  // new zero (a program's windows and events while the others were still joining) gets negative
+  // times, outside inRun(), so every series stays in time order.
   void shiftTimes(double seconds);
 
   // How far off the times of `host`'s roles may be (ms): its agent's clock uncertainty, 0 when it

@@ -30,6 +30,54 @@ double valueOf(const json& j, const std::string& where) {
   throw std::runtime_error(where + ": expected a number, \"nan\", \"inf\" or \"-inf\"");
 }
 
+// The history's operation columns, in the order each operation's array holds them.
+const char* const kHistoryColumns[] = {"start_s", "end_s", "world", "generation",
+                                       "op",      "peer",  "seq",   "outcome"};
+
+json historyJson(const RunRecord& r) {
+  json roles = json::object();
+  for (const auto& [role, h] : r.history) {
+    json ops = json::array();
+    for (const auto& o : h.ops) {
+      ops.push_back(
+          {round6(o.start), round6(o.end), o.world, o.generation, o.op, o.peer, o.seq, o.outcome});
+    }
+    roles[role] = {{"ops", std::move(ops)},
+                   {"full_at_s", h.full_at ? json(round6(*h.full_at)) : json(nullptr)}};
+  }
+  return {{"limit", r.history_limit}, {"columns", kHistoryColumns}, {"roles", std::move(roles)}};
+}
+
+void readHistory(const json& j, RunRecord& r) {
+  if (!j.is_object()) throw std::runtime_error("run.history: not an object");
+  r.history_limit = need(j, "limit", "run.history").get<int64_t>();
+  const json& roles = need(j, "roles", "run.history");
+  if (!roles.is_object()) throw std::runtime_error("run.history.roles: not an object of roles");
+  for (auto it = roles.begin(); it != roles.end(); ++it) {
+    const std::string where = "run.history.roles." + it.key();
+    RoleHistoryRec h;
+    const json& ops = need(it.value(), "ops", where);
+    if (!ops.is_array()) throw std::runtime_error(where + ".ops: not an array");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const json& o = ops[i];
+      if (!o.is_array() || o.size() != std::size(kHistoryColumns)) {
+        throw std::runtime_error(where + ".ops[" + std::to_string(i) + "]: not an array of " +
+                                 std::to_string(std::size(kHistoryColumns)) + " columns");
+      }
+      try {
+        h.ops.push_back({o[0].get<double>(), o[1].get<double>(), o[2].get<std::string>(),
+                         o[3].get<uint64_t>(), o[4].get<std::string>(), o[5].get<int>(),
+                         o[6].get<uint64_t>(), o[7].get<std::string>()});
+      } catch (const json::exception& e) {
+        throw std::runtime_error(where + ".ops[" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+    const json full = it.value().value("full_at_s", json(nullptr));
+    if (!full.is_null()) h.full_at = full.get<double>();
+    r.history[it.key()] = std::move(h);
+  }
+}
+
 }  // namespace
 
 json runJson(const Scenario& s, const RunRecord& r) {
@@ -119,6 +167,8 @@ json runJson(const Scenario& s, const RunRecord& r) {
     }
     run["app_checks"] = app;
   }
+  // The operation history (mwchaos run --history): only in a report whose run kept one.
+  if (r.history_limit > 0) run["history"] = historyJson(r);
   run["workers"] = json::array();
   for (const auto& w : r.workers) {
     run["workers"].push_back({{"role", w.role},
@@ -281,6 +331,7 @@ RunRecord runFromJson(const json& run) {
     x.detail = v.value("detail", std::string());
     r.violations.push_back(std::move(x));
   }
+  if (run.contains("history")) readHistory(run["history"], r);
   const json checked = run.value("checked", json::object());
   for (auto wit = checked.begin(); wit != checked.end(); ++wit) {
     if (!wit.value().is_object()) {

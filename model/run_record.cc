@@ -9,6 +9,10 @@ namespace mw::harness {
 void RunRecord::shiftTimes(double seconds) {
   for (auto& e : events) e.t -= seconds;
   for (auto& v : violations) v.t -= seconds;
+  for (auto& [role, h] : history) {
+    for (auto& op : h.ops) op.start -= seconds, op.end -= seconds;
+    if (h.full_at) *h.full_at -= seconds;
+  }
   for (auto& [role, checks] : app_checks) {
     for (auto& [name, c] : checks) {
       if (c.first_failure_t >= 0) c.first_failure_t -= seconds;

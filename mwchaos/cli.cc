@@ -52,6 +52,10 @@ options:
   --rerun-inconclusive N
                       run a scenario whose verdict is inconclusive again, up to N times (default
                       0, at most 10); each rerun is printed and counted in its report ("reruns")
+  --history N         keep each built-in role's operations in the JSON report (run.history):
+                      operation, world, generation, peer, sequence number, start, end and
+                      outcome, up to N per role (1 to 1000000), for checkers of your own
+                      (docs/scenarios.md, "The operation history"); off by default
   --hosts FILE        the inventory (run, validate): binds the scenarios' logical hosts (a
                       role's host = "h2") to real hosts and names the launcher that reaches
                       them: local, netns, ssh or slurm (docs/hosts.md); an invalid inventory or
@@ -205,6 +209,14 @@ int parseCli(int argc, char** argv, Cli& cli) {
                           (v ? ", got '" + *v + "'" : ""));
       }
       cli.rerun_inconclusive = static_cast<int>(*n);
+    } else if (a == "--history") {
+      auto v = value(a.c_str());
+      auto n = wholeNumber(v, 1, kMaxHistory);
+      if (!n) {
+        return usageError("--history: expected a whole number of operations from 1 to " +
+                          std::to_string(kMaxHistory) + (v ? ", got '" + *v + "'" : ""));
+      }
+      cli.history = static_cast<int64_t>(*n);
     } else if (a == "-v" || a == "--verbose") {
       cli.verbosity = 2;
     } else if (a == "-q" || a == "--quiet") {
@@ -233,6 +245,9 @@ int parseCli(int argc, char** argv, Cli& cli) {
   if (!cli.hosts.empty() && cli.command != "run" && cli.command != "validate" &&
       cli.command != "hosts") {
     return usageError("--hosts is for run, validate and hosts check/clean, not " + cli.command);
+  }
+  if (cli.history > 0 && cli.command != "run") {
+    return usageError("--history is for run, not " + cli.command);
   }
   if (cli.command == "hosts") {
     if (cli.paths.size() != 1 || (cli.paths[0] != "check" && cli.paths[0] != "clean")) {

@@ -14,6 +14,10 @@ inline constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitUnavaila
                      kExitInconclusive = 4;
 inline constexpr int kExitInterrupted = 130;
 
+// The most operations --history may keep per role (a report of 1000000 operations per role is
+// about 60 MB of JSON per role).
+inline constexpr int64_t kMaxHistory = 1000000;
+
 struct Cli {
   std::string command;
   std::vector<std::string> paths;
@@ -23,6 +27,7 @@ struct Cli {
   int verbosity = 1;
   std::string worker;
   int rerun_inconclusive = 0;  // --rerun-inconclusive
+  int64_t history = 0;         // --history: operations per role in the report; 0: none
   std::string hosts;           // --hosts: the inventory file (docs/hosts.md); "": none
 };
 

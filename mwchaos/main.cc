@@ -369,6 +369,7 @@ int run(const Cli& cli) {
   ro.forced = &forced;
   ro.gpus = gpus;
   ro.inventory = inventory ? &*inventory : nullptr;
+  ro.history = cli.history;
   std::vector<Report> reports;
   std::set<std::string> used;
   bool all_written = true;  // a gate must not pass on a report that is not there

@@ -128,6 +128,64 @@ TEST_CASE("a report read back holds what was written", "[harness][report]") {
   }
 }
 
+TEST_CASE("a report's operation history reads back as it was, or names what is wrong",
+          "[harness][report]") {
+  auto l = twoWorlds();
+  RunRecord r = aRun(1);
+  // No history kept: none written.
+  CHECK_FALSE(runJson(l.scenario, r).contains("history"));
+  r.history_limit = 3;
+  r.history["leader"].ops = {{0.1234564, 0.2, "w1", 1, "recv", 1, 0, "ok"},
+                             {0.3, 0.4, "w2", 2, "recv", 1, 7, "violation"},
+                             {0.5, 0.6, "w1", 1, "recv", 1, 1, "world_broken"}};
+  r.history["leader"].full_at = 0.7;
+  r.history["a"].ops = {{0.1, 0.15, "w1", 1, "send", 0, 0, "ok"}};
+  const auto j = runJson(l.scenario, r);
+  CHECK(j["history"]["limit"] == 3);
+  CHECK(j["history"]["columns"] == nlohmann::json({"start_s", "end_s", "world", "generation", "op",
+                                                   "peer", "seq", "outcome"}));
+  CHECK(j["history"]["roles"]["leader"]["ops"][0] ==
+        nlohmann::json({0.123456, 0.2, "w1", 1, "recv", 1, 0, "ok"}));  // to the microsecond
+  CHECK(j["history"]["roles"]["a"]["full_at_s"].is_null());
+  const RunRecord back = runFromJson(nlohmann::json::parse(j.dump()));
+  CHECK(back.history_limit == 3);
+  REQUIRE(back.history.at("leader").ops.size() == 3);
+  const HistoryOpRec& v = back.history.at("leader").ops[1];
+  CHECK(v.start == 0.3);
+  CHECK(v.end == 0.4);
+  CHECK(v.world == "w2");
+  CHECK(v.generation == 2);
+  CHECK(v.op == "recv");
+  CHECK(v.peer == 1);
+  CHECK(v.seq == 7);
+  CHECK(v.outcome == "violation");
+  CHECK(back.history.at("leader").full_at == 0.7);
+  CHECK_FALSE(back.history.at("a").full_at.has_value());
+  CHECK(runJson(l.scenario, back)["history"] == j["history"]);
+
+  struct Case {
+    const char* history;
+    const char* says;
+  };
+  for (
+      const Case& c : {
+          Case{R"([1])", "run.history: not an object"},
+          Case{R"({"roles": {}})", "run.history"},
+          Case{R"({"limit": 3, "roles": []})", "run.history.roles: not an object of roles"},
+          Case{R"({"limit": 3, "roles": {"a": {"ops": 5}}})", "run.history.roles.a.ops: not an"},
+          Case{R"({"limit": 3, "roles": {"a": {"ops": [[1, 2, "w1"]]}}})",
+               "run.history.roles.a.ops[0]: not an array of 8 columns"},
+          Case{
+              R"({"limit": 3, "roles": {"a": {"ops": [[1, 2, "w1", 1, "recv", "one", 0, "ok"]]}}})",
+              "run.history.roles.a.ops[0]: "},
+      }) {
+    CAPTURE(c.history);
+    nlohmann::json run = j;
+    run["history"] = nlohmann::json::parse(c.history);
+    CHECK_THROWS_WITH(runFromJson(run), Catch::Contains(c.says));
+  }
+}
+
 TEST_CASE("an inconclusive report is a JUnit skip and a GitHub warning", "[harness][report]") {
   auto l = twoWorlds();
   const RunRecord r = aRun(0.8);  // windows swing 0.5..1.5: 0.8 cannot be told from 0.9

@@ -64,7 +64,11 @@ TEST_CASE("lost operations are found once and named", "[traffic_check]") {
   CHECK(f->seq == 1);
   CHECK(f->detail == "from rank 1: the content of its seq 3, not seq 1 (seq 1 to 2 missing)");
   CHECK_FALSE(l.rx.receive(l.send().data(), 1));  // seq 4: in step again
-  l.send();                                       // seq 5: lost
+  CHECK(l.rx.next(1) == 5);                       // what the history numbers it by
+  CHECK(l.tx.next(1) == 5);
+  CHECK(l.rx.next(0) == 0);
+  CHECK(l.rx.next(2) == 0);  // no such member
+  l.send();                  // seq 5: lost
   f = l.rx.receive(l.send().data(), 1);
   REQUIRE(f);
   CHECK(f->detail == "from rank 1: the content of its seq 6, not seq 5 (seq 5 missing)");

@@ -17,6 +17,7 @@ WorkerConfig sample() {
   c.fifo_prefix = "/tmp/mwchaos-x/fiu";
   c.check = false;
   c.check_every_element = true;
+  c.history = 5000;
   WorkerWorld a;
   a.name = "w1";
   a.host = "10.77.0.2";
@@ -51,6 +52,7 @@ TEST_CASE("a worker configuration round-trips field for field", "[harness][confi
   CHECK(back->fifo_prefix == c.fifo_prefix);
   CHECK(back->check == false);
   CHECK(back->check_every_element == true);
+  CHECK(back->history == 5000);
   REQUIRE(back->worlds.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     const auto &x = back->worlds[i], &y = c.worlds[i];
@@ -77,6 +79,22 @@ TEST_CASE("a worker configuration round-trips field for field", "[harness][confi
     CHECK(x.root == y.root);
   }
   CHECK(toJson(*back) == toJson(c));
+}
+
+TEST_CASE("a world's options are the configuration's", "[harness][config]") {
+  const WorkerWorld w = sample().worlds[0];
+  const WorldOptions o = worldOptions(w, "s3cret");
+  CHECK(o.name == "w1");
+  CHECK(o.rank == 0);
+  CHECK(o.size == 3);
+  CHECK(o.store.host == "10.77.0.2");
+  CHECK(o.store.port == 40123);
+  CHECK(o.token == "s3cret");
+  CHECK(o.backend == BackendKind::kGloo);
+  CHECK(o.device.str() == "cpu");
+  CHECK(o.heartbeat_timeout == std::chrono::milliseconds(500));
+  CHECK(o.op_timeout == std::chrono::milliseconds(7000));
+  CHECK(worldOptions(sample().worlds[1], "").device.str() == "cuda:1");
 }
 
 TEST_CASE("every traffic pattern has one name both ways", "[harness][config]") {
@@ -114,6 +132,8 @@ TEST_CASE("a configuration that is not one names what is wrong", "[harness][conf
       {R"({"role": "a", "worlds": [{"name": "w1", "rank": 0, "size": 1, "port": 1}],
            "traffic": [{"world": "w1", "pattern": "broadcast", "bytes": 4, "dtype": "f8"}]})",
        "config.traffic[0]"},
+      {R"({"role": "a", "worlds": [], "history": -1})", "config.history: below 0"},
+      {R"({"role": "a", "worlds": [], "history": "all"})", "config.history has the wrong type"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.text);

@@ -76,6 +76,17 @@ TEST_CASE("every worker line kind round-trips", "[runtime][lines]") {
   auto inf = std::get<Violation>(roundTrip(Violation{
       15, "w2", 1, "broadcast", 0, 0, 1, 3, -std::numeric_limits<double>::infinity(), ""}));
   CHECK(inf.found == -std::numeric_limits<double>::infinity());
+  auto h = std::get<History>(roundTrip(History{16, 17, "w1", 2, "recv", 3, 99, "violation"}));
+  CHECK(h.start_ns == 16);
+  CHECK(h.end_ns == 17);
+  CHECK(h.world == "w1");
+  CHECK(h.generation == 2);
+  CHECK(h.op == "recv");
+  CHECK(h.peer == 3);
+  CHECK(h.seq == 99);
+  CHECK(h.outcome == "violation");
+  CHECK(std::get<History>(roundTrip(History{1, 2, "w", 1, "all_reduce", -1, 0, "ok"})).peer == -1);
+  CHECK(std::get<HistoryFull>(roundTrip(HistoryFull{18})).t_ns == 18);
 }
 
 TEST_CASE("a line that is not the protocol names what is wrong", "[runtime][lines]") {
@@ -108,7 +119,12 @@ TEST_CASE("a line that is not the protocol names what is wrong", "[runtime][line
         Case{"verified 1 w1 2 many 0", "bytes 'many'"},
         Case{"violation 1 w1 1 recv 2 3 4 5", "missing found"},
         Case{"violation 1 w1 1 recv -2 3 4 5 6 x", "seq '-2'"},
-        Case{"violation 1 w1 1 recv 2 3 4 five 6 x", "expected 'five' is not a number"}}) {
+        Case{"violation 1 w1 1 recv 2 3 4 five 6 x", "expected 'five' is not a number"},
+        Case{"history 1 2 w1 1 recv 0 5", "missing outcome"},
+        Case{"history 1 2 w1 1 recv x 5 ok", "peer 'x'"},
+        Case{"history 1 2 w1 1 recv 0 5 ok more", "more than 8 fields"},
+        Case{"history_full", "missing time"},
+        Case{"history_full later", "time 'later'"}}) {
     auto r = parse(c.line);
     CAPTURE(c.line);
     REQUIRE_FALSE(r.ok());

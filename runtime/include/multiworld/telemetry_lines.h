@@ -36,6 +36,12 @@
 //                                       is not what it must be (chaos/traffic_content.h): the
 //                                       first wrong element, how many are wrong, the values
 //                                       (expected, found: %.17g, found may be nan or inf)
+//   history <start> <end> <world> <generation> <op> <peer> <seq> <outcome>
+//                                       mw_worker with a history (WorkerConfig::history): one
+//                                       operation of its traffic, from its start to its end
+//   history_full <t>                    mw_worker: its history holds as many operations as it
+//                                       may; the operation that began at t and every later one
+//                                       are not in it
 //
 // Thread rules: pure functions of their arguments.
 #pragma once
@@ -113,8 +119,22 @@ struct Violation {
   std::string detail;  // free text: whose content, and what the found content is, when known
 };
 
+// One operation of a traffic loop (docs/scenarios.md, "The operation history").
+struct History {
+  int64_t start_ns = 0, end_ns = 0;
+  std::string world;
+  uint64_t generation = 0;
+  std::string op;       // one word: "send", "recv", "broadcast", "all_reduce"
+  int peer = -1;        // a send's destination, a receive's source, a broadcast's root; -1: none
+  uint64_t seq = 0;     // the operation's number in the world's incarnation (Violation::seq)
+  std::string outcome;  // "ok", "unchecked", "violation", or the failure's codeName
+};
+struct HistoryFull {
+  int64_t t_ns = 0;  // the start of the first operation left out
+};
+
 using Line = std::variant<Fifo, Ready, Event, Metrics, Cpu, JoinFail, Error, App, Check, Verified,
-                          Violation>;
+                          Violation, History, HistoryFull>;
 
 // The line for `l`, without its newline. Free-text fields have their newlines replaced by spaces;
 // a name field (world) must be one word without spaces (the scenario validator's name rule).

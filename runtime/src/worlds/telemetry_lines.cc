@@ -143,6 +143,11 @@ std::string format(const Line& line) {
         } else if constexpr (std::is_same_v<T, Verified>) {
           return "verified " + n(l.t_ns) + " " + l.world + " " + n(l.ops) + " " + n(l.bytes) + " " +
                  n(l.violations);
+        } else if constexpr (std::is_same_v<T, History>) {
+          return "history " + n(l.start_ns) + " " + n(l.end_ns) + " " + l.world + " " +
+                 n(l.generation) + " " + l.op + " " + n(l.peer) + " " + n(l.seq) + " " + l.outcome;
+        } else if constexpr (std::is_same_v<T, HistoryFull>) {
+          return "history_full " + n(l.t_ns);
         } else {
           static_assert(std::is_same_v<T, Violation>);
           return "violation " + n(l.t_ns) + " " + l.world + " " + n(l.generation) + " " + l.op +
@@ -258,6 +263,29 @@ Result<Line> parse(std::string_view line) {
     v.detail = f.rest();
     if (!f.ok()) return f.status();
     return Line(std::move(v));
+  }
+  if (kind == "history") {
+    Fields f(kind, words(body, 8));
+    History h;
+    h.start_ns = f.number<int64_t>("start");
+    h.end_ns = f.number<int64_t>("end");
+    h.world = f.word("world");
+    h.generation = f.number<uint64_t>("generation");
+    h.op = f.word("op");
+    h.peer = f.number<int>("peer");
+    h.seq = f.number<uint64_t>("seq");
+    h.outcome = f.word("outcome");
+    if (!f.ok()) return f.status();
+    if (h.outcome.find(' ') != std::string::npos) {
+      return Status(Code::kInvalidArgument, "worker line 'history': more than 8 fields");
+    }
+    return Line(std::move(h));
+  }
+  if (kind == "history_full") {
+    Fields f(kind, words(body, 1));
+    HistoryFull h{f.number<int64_t>("time")};
+    if (!f.ok()) return f.status();
+    return Line(h);
   }
   if (kind == "cpu") {
     Fields f(kind, words(body, 3));
