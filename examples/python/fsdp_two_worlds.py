@@ -81,12 +81,6 @@ def join(manager, world, rank, stop, until=None):
         except mw.MultiworldError:
             time.sleep(0.05)
     return False
-        try:
-            joining.wait()
-            return True
-        except (mw.MultiworldError, TimeoutError):
-            time.sleep(0.05)
-    return False
 
 
 def before_joining_to_train():
