@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -40,67 +41,79 @@ double fromHalf(uint16_t h) {
   return sign * (1 + m / 1024) * std::ldexp(1.0, e - 15);
 }
 
+// The content is computed in 32-bit lanes, which the compiler vectorizes: every value is below
+// 2^24 (contentRange), so (h + i) mod range depends only on h and i mod 2^32, and each codec turns
+// a value into its dtype through int32 (packed conversions exist for int32, not for uint64).
+constexpr size_t kChunk = 256;  // elements judged per step of checkWith
+
 template <class Bits, class Encode>
-void fillWith(void* data, size_t begin, size_t end, uint64_t h, uint64_t mask, Encode encode) {
+void fillWith(void* data, size_t begin, size_t end, uint32_t h, uint32_t mask, Encode encode) {
   auto* out = static_cast<Bits*>(data);
-  for (size_t i = begin; i < end; ++i) out[i] = encode((h + i) & mask);
+  for (size_t i = begin; i < end; ++i) out[i] = encode((h + static_cast<uint32_t>(i)) & mask);
 }
 
+// The sum of the contents starting at `hs` over [begin, end), against `data`: per chunk, each
+// content is added into `want` in a loop of its own, encoded into `expect`, and the chunk is
+// compared whole (memcmp); only a chunk with a difference is walked element by element.
 template <class Bits, class Encode, class Decode>
 std::optional<Mismatch> checkWith(const void* data, size_t begin, size_t end,
-                                  const std::vector<uint64_t>& hs, uint64_t mask, Encode encode,
+                                  const std::vector<uint32_t>& hs, uint32_t mask, Encode encode,
                                   Decode decode) {
   const auto* in = static_cast<const Bits*>(data);
   std::optional<Mismatch> first;
-  auto wrong = [&](size_t i, Bits want) {
-    if (!first) first = Mismatch{i, decode(want), decode(in[i]), 0};
-    ++first->wrong;
-  };
-  if (hs.size() == 1) {  // one sender's content: the common case, a loop the compiler vectorizes
-    const uint64_t h = hs[0];
-    for (size_t i = begin; i < end; ++i) {
-      const Bits want = encode((h + i) & mask);
-      if (in[i] != want) wrong(i, want);
+  uint32_t want[kChunk];
+  Bits expect[kChunk];
+  for (size_t c = begin; c < end; c += kChunk) {
+    const size_t n = std::min(kChunk, end - c);
+    const auto base = static_cast<uint32_t>(c);
+    std::fill_n(want, n, 0u);
+    for (uint32_t h : hs) {
+      for (size_t j = 0; j < n; ++j) want[j] += (h + base + static_cast<uint32_t>(j)) & mask;
     }
-    return first;
-  }
-  for (size_t i = begin; i < end; ++i) {
-    uint64_t sum = 0;
-    for (uint64_t h : hs) sum += (h + i) & mask;
-    const Bits want = encode(sum);
-    if (in[i] != want) wrong(i, want);
+    for (size_t j = 0; j < n; ++j) expect[j] = encode(want[j]);
+    if (std::memcmp(expect, in + c, n * sizeof(Bits)) == 0) continue;
+    for (size_t j = 0; j < n; ++j) {
+      if (in[c + j] == expect[j]) continue;
+      if (!first) first = Mismatch{c + j, decode(expect[j]), decode(in[c + j]), 0};
+      ++first->wrong;
+    }
   }
   return first;
 }
 
 uint32_t floatBits(float f) { return std::bit_cast<uint32_t>(f); }
 
-// Calls f(Bits{}, encode, decode) with the codec of `dtype`.
+// Calls f(Bits{}, encode, decode) with the codec of `dtype`: encode takes a value below 2^24.
 template <class F>
 auto withCodec(DType dtype, F&& f) {
+  auto i32 = [](uint32_t v) { return static_cast<int32_t>(v); };
   switch (dtype) {
     case DType::kFloat32:
       return f(
-          uint32_t{}, [](uint64_t v) { return floatBits(static_cast<float>(v)); },
+          uint32_t{}, [&](uint32_t v) { return floatBits(static_cast<float>(i32(v))); },
           [](uint32_t b) { return static_cast<double>(std::bit_cast<float>(b)); });
     case DType::kFloat64:
       return f(
-          uint64_t{}, [](uint64_t v) { return std::bit_cast<uint64_t>(static_cast<double>(v)); },
+          uint64_t{},
+          [&](uint32_t v) { return std::bit_cast<uint64_t>(static_cast<double>(i32(v))); },
           [](uint64_t b) { return std::bit_cast<double>(b); });
     case DType::kInt32:
       return f(
-          uint32_t{}, [](uint64_t v) { return static_cast<uint32_t>(v); },
+          uint32_t{}, [](uint32_t v) { return v; },
           [](uint32_t b) { return static_cast<double>(static_cast<int32_t>(b)); });
     case DType::kInt64:
       return f(
-          uint64_t{}, [](uint64_t v) { return v; },
+          uint64_t{}, [](uint32_t v) { return static_cast<uint64_t>(v); },
           [](uint64_t b) { return static_cast<double>(static_cast<int64_t>(b)); });
     case DType::kFloat16:
-      return f(uint16_t{}, toHalf, fromHalf);
+      return f(
+          uint16_t{}, [](uint32_t v) { return toHalf(v); }, fromHalf);
     case DType::kBFloat16:
       return f(
           uint16_t{},
-          [](uint64_t v) { return static_cast<uint16_t>(floatBits(static_cast<float>(v)) >> 16); },
+          [&](uint32_t v) {
+            return static_cast<uint16_t>(floatBits(static_cast<float>(i32(v))) >> 16);
+          },
           [](uint16_t b) {
             return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b) << 16));
           });
@@ -108,7 +121,7 @@ auto withCodec(DType dtype, F&& f) {
       break;
   }
   return f(
-      uint8_t{}, [](uint64_t v) { return static_cast<uint8_t>(v); },
+      uint8_t{}, [](uint32_t v) { return static_cast<uint8_t>(v); },
       [](uint8_t b) { return static_cast<double>(b); });
 }
 
@@ -125,7 +138,7 @@ uint64_t contentRange(DType dtype, int contributors) {
 
 void fillContent(void* data, DType dtype, size_t begin, size_t end, const ContentKey& key,
                  uint64_t range) {
-  const uint64_t h = start(key), mask = range - 1;
+  const auto h = static_cast<uint32_t>(start(key)), mask = static_cast<uint32_t>(range - 1);
   withCodec(dtype, [&](auto bits, auto encode, auto) {
     fillWith<decltype(bits)>(data, begin, end, h, mask, encode);
     return 0;
@@ -138,11 +151,12 @@ void fillContent(void* data, DType dtype, size_t count, const ContentKey& key, u
 
 std::optional<Mismatch> checkContent(const void* data, DType dtype, size_t begin, size_t end,
                                      std::span<const ContentKey> keys, uint64_t range) {
-  std::vector<uint64_t> hs;
+  std::vector<uint32_t> hs;
   hs.reserve(keys.size());
-  for (const auto& k : keys) hs.push_back(start(k));
+  for (const auto& k : keys) hs.push_back(static_cast<uint32_t>(start(k)));
   return withCodec(dtype, [&](auto bits, auto encode, auto decode) {
-    return checkWith<decltype(bits)>(data, begin, end, hs, range - 1, encode, decode);
+    return checkWith<decltype(bits)>(data, begin, end, hs, static_cast<uint32_t>(range - 1), encode,
+                                     decode);
   });
 }
 
@@ -153,12 +167,15 @@ std::optional<Mismatch> checkContent(const void* data, DType dtype, size_t count
 
 bool holdsContent(const void* data, DType dtype, size_t begin, size_t end, const ContentKey& key,
                   uint64_t range) {
-  const uint64_t h = start(key), mask = range - 1;
+  const auto h = static_cast<uint32_t>(start(key)), mask = static_cast<uint32_t>(range - 1);
   return withCodec(dtype, [&](auto bits, auto encode, auto) {
     using Bits = decltype(bits);
     const auto* in = static_cast<const Bits*>(data);
-    for (size_t i = begin; i < end; ++i) {
-      if (in[i] != encode((h + i) & mask)) return false;
+    Bits expect[kChunk];
+    for (size_t c = begin; c < end; c += kChunk) {
+      const size_t n = std::min(kChunk, end - c);
+      fillWith<Bits>(expect, 0, n, h + static_cast<uint32_t>(c), mask, encode);
+      if (std::memcmp(expect, in + c, n * sizeof(Bits)) != 0) return false;
     }
     return true;
   });
