@@ -4,6 +4,7 @@
 #
 #   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing|torch2] [--sanitizers]
 #                       [--build DIR] [--venv DIR] [--out DIR] [--results FILE]
+#   tests/flake_hunt.sh --set named --tests REGEX [--runs N] [--load ...] [...]
 #   tests/flake_hunt.sh --table [--results FILE]
 #
 # --set gate (default): every test the README's test command (.ci/quickstart test) runs in its
@@ -21,9 +22,11 @@
 #     test_fault.py, test_exit.py), when --venv has the package.
 # --set torch2: the Python tests of torch 2.x's features (issue 36) under build/torch2-env:
 #   test_torch2.py (groups, functional collectives, FSDP2 on meshes of worlds), test_exit.py,
-#   test_torch_ddp.py (DDP, a killed peer, the stalled-futures starvation case), the FSDP2
-#   example and its scenario, bench_torch.py's fsdp part; test_exit.py under --venv; and
+#   test_torch_ddp.py (DDP, a killed peer, the stalled-futures starvation case), the FSDP2 and
+#   DDP examples and their scenarios, bench_torch.py's fsdp part; test_exit.py under --venv; and
 #   tests/wheel_check.sh in build/torch2-env (root).
+# --set named --tests REGEX: the ctest tests of the plain build whose names match REGEX (ctest -R),
+#   two at a time: a new test's rate, measured before it joins the gate.
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
 # that fills and fsyncs a 256 MiB file over and over; none = nothing added. The table counts the
 # runs of one load (--load, cpu unless given); rows of other loads stay in the file, and a run
@@ -42,7 +45,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=1 load=cpu build="$here/build/release" venv="$here/build/pyenv" out="$here/build/flake-hunt"
-results="$here/tests/flake_results.tsv" table_only=0 set=gate sanitizers=0
+results="$here/tests/flake_results.tsv" table_only=0 set=gate sanitizers=0 tests=""
 while (($#)); do
   case $1 in
     --runs) runs=$2; shift 2 ;;
@@ -54,7 +57,8 @@ while (($#)); do
     --set) set=$2; shift 2 ;;
     --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    --tests) tests=$2; shift 2 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,7 +67,9 @@ build=$(realpath -m -- "$build") venv=$(realpath -m -- "$venv") out=$(realpath -
 results=$(realpath -m -- "$results")
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
-case $set in gate|timing|torch2) ;; *) echo "flake_hunt.sh: --set is gate, timing or torch2, got '$set'" >&2; exit 2 ;; esac
+case $set in gate|timing|torch2|named) ;; *) echo "flake_hunt.sh: --set is gate, timing, torch2 or named, got '$set'" >&2; exit 2 ;; esac
+[ "$set" != named ] || [ -n "$tests" ] || { echo "flake_hunt.sh: --set named needs --tests REGEX" >&2; exit 2; }
+[ "$set" = named ] || [ -z "$tests" ] || { echo "flake_hunt.sh: --tests is for --set named" >&2; exit 2; }
 mkdir -p "$out/failures" "$out/junit" "$(dirname "$results")"
 [ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\tcommit\n' >"$results"
 
@@ -245,9 +251,13 @@ for ((i = first; i < first + runs; i++)); do
       tests/test_torch_ddp.py \
       tests/test_examples.py::test_fsdp_two_worlds_example \
       tests/test_examples.py::test_fsdp_two_worlds_scenario \
+      tests/test_examples.py::test_ddp_two_worlds_example \
+      tests/test_examples.py::test_ddp_two_worlds_scenario \
       tests/test_bench.py::test_bench_torch_runs_its_fsdp_part
     pytest_run "$i" python "$venv" tests/test_exit.py
     wheel_check_run "$i"
+  elif [ "$set" = named ]; then
+    ctest_run "$i" named "$build" -j 2 -R "$tests"
   else
     ctest_run "$i" labels "$build" -L 'scenario|example|harness'
     [ -z "$regex" ] || ctest_run "$i" runtime "$build" -R "$regex"
