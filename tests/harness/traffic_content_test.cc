@@ -65,7 +65,7 @@ TEST_CASE("an all-reduce of the members' contents is the exact sum the receiver 
       for (int r = 0; r < size; ++r) keys.push_back({99, r, 5});
       std::vector<std::vector<unsigned char>> bufs(size);
       std::vector<Status> st(size);
-      std::vector<bool> intact(size);
+      std::vector<char> intact(size);  // written by every member's thread: one byte each
       w.parallel([&](int r) {
         bufs[r].resize(kCount * dtypeSize(d));
         fillContent(bufs[r].data(), d, kCount, keys[r], range);
