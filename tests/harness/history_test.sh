@@ -66,14 +66,17 @@ want(len(bad) == 1, f"leader w1 violations: {[w1[i] for i in bad]}")
 if bad and vs:
     i = bad[0]
     want(w1[i][6] == vs[0]["seq"], f"the violation's seq {w1[i][6]}, the report's {vs[0]['seq']}")
-    want(abs(w1[i][1] - vs[0]["t_s"]) < 0.002, f"the violation's end {w1[i][1]}, "
-         f"the report's {vs[0]['t_s']}")
+    # The violation was found within the operation (its time is rounded to the ms; the history's
+    # end is taken after the check and its line were written, so it may be much later).
+    want(w1[i][0] - 0.0006 <= vs[0]["t_s"] <= w1[i][1] + 0.0006,
+         f"the violation at {vs[0]['t_s']}, its operation from {w1[i][0]} to {w1[i][1]}")
     want([o[6] for o in w1[:i + 1]] == list(range(i + 1)), "leader w1: seqs before the drop")
     want(i + 1 < len(w1) and w1[i + 1][6] == w1[i][6] + 2,
          f"leader w1 after the drop: {w1[i + 1:i + 2]}")
 ok = sum(o[7] == "ok" for o in roles["leader"]["ops"])
 checked = sum(c["ops"] for w in r["run"]["checked"].values() for c in w.values())
-want(abs(ok - checked) <= 4, f"{ok} ok operations in the history, {checked} checked")
+# The same operations, but for those that ended at the stop, after the last window was counted.
+want(abs(ok - checked) <= 10, f"{ok} ok operations in the history, {checked} checked")
 for e in errors:
     print(e)
 sys.exit(1 if errors else 0)
