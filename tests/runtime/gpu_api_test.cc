@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -26,6 +27,20 @@ bool mentions(const mw::Status& s, const std::string& text) {
 }
 
 }  // namespace
+
+TEST_CASE("an empty DeviceBuffer copies nothing, and says so past its end", "[gpu_api]") {
+  mw::DeviceBuffer empty;
+  char byte = 0;
+  CHECK(empty.write(0, &byte, 0).ok());
+  CHECK(empty.read(0, &byte, 0).ok());
+  const mw::Status w = empty.write(0, &byte, 1);
+  const mw::Status r = empty.read(2, &byte, 1);
+  INFO(w.toString() << " / " << r.toString());
+  CHECK(w.code() == mw::Code::kInvalidArgument);
+  CHECK(mentions(w, "DeviceBuffer::write: bytes [0, +1)"));
+  CHECK(r.code() == mw::Code::kInvalidArgument);
+  CHECK(mentions(r, "DeviceBuffer::read: bytes [2, +1)"));
+}
 
 TEST_CASE("DeviceBuffer::allocate refuses a CPU device", "[gpu_api]") {
   auto buf = mw::DeviceBuffer::allocate(mw::Device::cpu(), 64);
@@ -121,6 +136,29 @@ TEST_CASE("sim_child", "[.][sim_child]") {
     REQUIRE(copy(host.data(), buf.data(), host.size(), kDeviceToHost) == 0);
     CHECK(host == std::vector<unsigned char>(1000, 0xab));
 
+    // write and read: bytes to the device and back, the current device kept; out of bounds is
+    // an argument error that names the range and the size, and nothing is copied.
+    REQUIRE(setDevice(0) == 0);
+    const std::vector<unsigned char> part = {1, 2, 3, 4, 5};
+    REQUIRE(buf.write(990, part.data(), part.size()).ok());
+    std::vector<unsigned char> back(7, 0);
+    REQUIRE(buf.read(989, back.data(), back.size()).ok());
+    CHECK(back == std::vector<unsigned char>{0xab, 1, 2, 3, 4, 5, 0xab});
+    REQUIRE(getDevice(&current) == 0);
+    CHECK(current == 0);
+    for (auto [offset, bytes] : {std::pair<size_t, size_t>{996, 5}, {1001, 0}, {1, SIZE_MAX}}) {
+      const mw::Status w = buf.write(offset, part.data(), bytes);
+      const mw::Status r = buf.read(offset, back.data(), bytes);
+      INFO(w.toString() << " / " << r.toString());
+      CHECK(w.code() == mw::Code::kInvalidArgument);
+      CHECK(r.code() == mw::Code::kInvalidArgument);
+      CHECK(mentions(w, "DeviceBuffer::write: bytes [" + std::to_string(offset) + ", +" +
+                            std::to_string(bytes) + ") of a buffer of 1000"));
+      CHECK(mentions(r, "DeviceBuffer::read: bytes [" + std::to_string(offset)));
+    }
+    REQUIRE(buf.read(995, back.data(), 5).ok());  // 1000 exactly: inside
+    CHECK(back[4] == 0xab);
+
     size_t free_now = 0;
     REQUIRE(memInfo(&free_now, &total) == 0);
     CHECK(free_before - free_now == 1000);
@@ -141,6 +179,9 @@ TEST_CASE("sim_child", "[.][sim_child]") {
   REQUIRE(empty.ok());
   CHECK(empty->data() == nullptr);
   CHECK(empty->fill(1).ok());
+  CHECK(empty->write(0, nullptr, 0).ok());
+  CHECK(empty->read(0, nullptr, 0).ok());
+  CHECK(empty->read(0, &current, 1).code() == mw::Code::kInvalidArgument);
 
   // A device past the two, and more memory than the device has.
   auto third = mw::DeviceBuffer::allocate(mw::Device::cuda(2), 64);

@@ -68,6 +68,20 @@ class DeviceBuffer {
   // a buffer that holds nothing; kBackendError with CUDA's error name and text otherwise.
   Status fill(uint8_t byte);
 
+  // Copies `bytes` bytes of host memory at `src` into the buffer from byte `offset` on (cudaMemcpy,
+  // on the legacy default stream of the buffer's device, like fill: an operation of an nccl world
+  // submitted afterwards from a thread without a CudaStreamScope is ordered after it). `src` may
+  // be reused once it returns; the calling thread's current device is the same afterwards.
+  // kInvalidArgument when [offset, offset + bytes) is not inside the buffer; kBackendError with
+  // CUDA's error name and text.
+  Status write(size_t offset, const void* src, size_t bytes);
+  // Copies `bytes` bytes of the buffer from byte `offset` on into host memory at `dst`, and returns
+  // once they are there (cudaMemcpy, on the legacy default stream of the buffer's device). An nccl
+  // world's operation on the buffer is seen in full once it has completed (Work::synchronize, or
+  // a blocking send/recv); the calling thread's current device is the same afterwards. Errors as
+  // write's.
+  Status read(size_t offset, void* dst, size_t bytes) const;
+
   void* data() const { return data_; }
   size_t size() const { return size_; }
   Device device() const { return device_; }

@@ -96,6 +96,42 @@ Status DeviceBuffer::fill(uint8_t byte) {
   return Status::Ok();
 }
 
+namespace {
+
+// The copy of `bytes` bytes at `offset` of a buffer of `size` bytes on `device`, `to_device` or
+// back (DeviceBuffer::write and read).
+Status copyBytes(const char* what, Device device, char* data, size_t size, size_t offset,
+                 void* host, size_t bytes, bool to_device) {
+  if (offset > size || bytes > size - offset) {
+    return Status(Code::kInvalidArgument, std::string(what) + ": bytes [" + std::to_string(offset) +
+                                              ", +" + std::to_string(bytes) + ") of a buffer of " +
+                                              std::to_string(size));
+  }
+  if (bytes == 0) return Status::Ok();
+  const std::string where = std::string(what) + ": " + device.str();
+  OnDevice on(device.index);
+  if (on.error() != cudaSuccess) {
+    return Status(Code::kBackendError, where + ": cudaSetDevice: " + takeError(on.error()));
+  }
+  cudaError_t e = to_device
+                      ? ncclApi().cudaMemcpy(data + offset, host, bytes, cudaMemcpyHostToDevice)
+                      : ncclApi().cudaMemcpy(host, data + offset, bytes, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return Status(Code::kBackendError, where + ": cudaMemcpy: " + takeError(e));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DeviceBuffer::write(size_t offset, const void* src, size_t bytes) {
+  return copyBytes("DeviceBuffer::write", device_, static_cast<char*>(data_), size_, offset,
+                   const_cast<void*>(src), bytes, true);
+}
+
+Status DeviceBuffer::read(size_t offset, void* dst, size_t bytes) const {
+  return copyBytes("DeviceBuffer::read", device_, static_cast<char*>(data_), size_, offset, dst,
+                   bytes, false);
+}
+
 void DeviceBuffer::release() noexcept {
   if (data_ == nullptr) return;
   {

@@ -34,7 +34,7 @@ inline constexpr int kMinNcclVersion = 22200;
   X(cudaMemset) X(cudaEventCreateWithFlags) X(cudaEventRecord) X(cudaEventQuery)                 \
   X(cudaEventDestroy) X(cudaGetDevice) X(cudaStreamWaitEvent) X(cudaStreamIsCapturing)           \
   X(cudaDriverGetVersion) X(cudaRuntimeGetVersion) X(cudaEventSynchronize) X(cudaMemcpyAsync)   \
-  X(cudaLaunchHostFunc) X(cudaStreamSynchronize)
+  X(cudaLaunchHostFunc) X(cudaStreamSynchronize) X(cudaMemcpy)
 #define MW_NCCL_FUNCTIONS(X)                                                                     \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
   X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGroupStart) X(ncclGroupEnd)   \

@@ -1,4 +1,6 @@
 // The NCCL backend's entry points, and multiworld/gpu.h, in a library built without CUDA and NCCL.
+#include <string>
+
 #include "multiworld/gpu.h"
 #include "nccl/nccl_backend.h"
 
@@ -51,6 +53,19 @@ Result<DeviceBuffer> DeviceBuffer::allocate(Device device, size_t) {
 }
 
 Status DeviceBuffer::fill(uint8_t) { return Status::Ok(); }
+
+// A buffer here holds nothing: only a copy of 0 bytes at offset 0 is inside it.
+Status DeviceBuffer::write(size_t offset, const void*, size_t bytes) {
+  if (offset == 0 && bytes == 0) return Status::Ok();
+  return Status(Code::kInvalidArgument, "DeviceBuffer::write: bytes [" + std::to_string(offset) +
+                                            ", +" + std::to_string(bytes) + ") of an empty buffer");
+}
+
+Status DeviceBuffer::read(size_t offset, void*, size_t bytes) const {
+  if (offset == 0 && bytes == 0) return Status::Ok();
+  return Status(Code::kInvalidArgument, "DeviceBuffer::read: bytes [" + std::to_string(offset) +
+                                            ", +" + std::to_string(bytes) + ") of an empty buffer");
+}
 
 void DeviceBuffer::release() noexcept {}
 
