@@ -48,16 +48,18 @@ void TrafficCheck::begin(uint64_t generation, uint64_t nonce, int members) {
 
 void TrafficCheck::fill(void* data, int self) {
   uint64_t& seq = next_.at(static_cast<size_t>(self));
-  for (const Range& r : regions(seq)) {
-    fillContent(data, dtype_, r.begin, r.end, key(self, seq), range_);
-  }
+  const std::vector<Range> rs = regions(seq);
+  for (const Range& r : rs) fillContent(data, dtype_, r.begin, r.end, key(self, seq), range_);
+  if (mirror_.store) mirror_.store(rs);
   ++seq;
 }
 
 std::optional<Mismatch> TrafficCheck::check(const void* data, std::span<const ContentKey> keys,
                                             uint64_t seq) const {
   std::optional<Mismatch> all;
-  for (const Range& r : regions(seq)) {
+  const std::vector<Range> rs = regions(seq);
+  if (mirror_.load) mirror_.load(rs);
+  for (const Range& r : rs) {
     auto m = checkContent(data, dtype_, r.begin, r.end, keys, range_);
     if (!m) continue;
     if (!all) {
@@ -70,7 +72,9 @@ std::optional<Mismatch> TrafficCheck::check(const void* data, std::span<const Co
 }
 
 bool TrafficCheck::holds(const void* data, const ContentKey& k) const {
-  for (const Range& r : regions(k.seq)) {
+  const std::vector<Range> rs = regions(k.seq);
+  if (mirror_.load) mirror_.load(rs);
+  for (const Range& r : rs) {
     if (!holdsContent(data, dtype_, r.begin, r.end, k, range_)) return false;
   }
   return true;
@@ -117,13 +121,28 @@ std::optional<Finding> TrafficCheck::reduced(void* data, int self) {
       out = Finding{seq, *m,
                     "the sum of " + std::to_string(keys.size()) +
                         " members' contents: " + wrongText(*m, seq)};
+      size_t checked = 0;
+      for (const Range& r : regions(seq)) checked += r.end - r.begin;
+      // Every element wrong: an earlier operation's sum delivered again? (A later one's cannot
+      // have arrived: every member's next operation starts after this one completed.)
+      for (uint64_t s = seq; m->wrong == checked && s > 0 && seq - s < kNear;) {
+        --s;
+        for (size_t r = 0; r < keys.size(); ++r) keys[r] = key(static_cast<int>(r), s);
+        if (!check(data, keys, s)) {
+          out->detail += ": the sum of its seq " + std::to_string(s) + ", not seq " +
+                         std::to_string(seq) + " (an earlier operation's, delivered again)";
+          break;
+        }
+      }
     }
   }
   if (coverage_ == Coverage::kSampled) {
     const size_t elem = dtypeSize(dtype_);
-    for (const Range& r : regions(seq)) {
+    const std::vector<Range> rs = regions(seq);
+    for (const Range& r : rs) {
       std::memset(static_cast<char*>(data) + r.begin * elem, 0, (r.end - r.begin) * elem);
     }
+    if (mirror_.store) mirror_.store(rs);
   }
   return out;
 }

@@ -31,9 +31,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chaos/traffic_content.h"
@@ -79,6 +81,16 @@ class TrafficCheck {
 
   // The elements operation `seq` fills and checks, sorted and disjoint.
   std::vector<Range> regions(uint64_t seq) const;
+
+  // For a tensor in device memory: the `data` that fill, receive and reduced are given is then a
+  // host mirror of it, and these keep the two alike where the check reads and writes. `load` is
+  // called with the elements about to be read, before each read (it copies them from the device
+  // into the mirror); `store` with the elements just written (fill's content, reduced's zeros),
+  // which it copies to the device. Both must be set, or neither (host memory: the default).
+  struct Mirror {
+    std::function<void(std::span<const Range>)> load, store;
+  };
+  void setMirror(Mirror m) { mirror_ = std::move(m); }
 
   // Starts incarnation `generation` of the world (this process's count), whose `members` agreed on
   // `nonce` as its first operation; 0: not agreed, nothing of it is judged.
@@ -135,6 +147,7 @@ class TrafficCheck {
   uint64_t previous_last_ = 0;  // the highest sequence number the previous incarnation reached
   bool failed_ = false;
   std::vector<uint64_t> next_;  // per member: its next operation's sequence number
+  Mirror mirror_;
 };
 
 }  // namespace mw::chaos

@@ -15,9 +15,10 @@ namespace mw::chaos {
 
 // Rank 0 of traffic `t`'s world draws a nonce and sends it to the loop's other members (a
 // broadcast from rank 0; on a pipeline link, a send to rank 1); every member returns it. Returns
-// 0 when the operation failed, when what arrived is not a nonce message (members out of step: an
-// incarnation that changed under the operation, whose data met this operation), and for a world
-// whose tensors are not in host memory (`device` not a CPU: a cuda world's are not checked).
+// 0 when the operation failed, or when what arrived is not a nonce message (members out of step:
+// an incarnation that changed under the operation, whose data met this operation). On a cuda
+// world the message is in device memory on `device` (a DeviceBuffer of 32 bytes); 0 as well when
+// that memory cannot be allocated or copied.
 uint64_t agreeNonce(Communicator& comm, const WorkerTraffic& t, int rank, Device device);
 
 }  // namespace mw::chaos

@@ -1,7 +1,7 @@
 // mw_worker: the chaos harness's worker process. One per role: it joins the role's worlds, drives
-// their traffic, checks every element it receives (chaos/traffic_check.h), and reports to the
-// harness on stdout, one line each, in the protocol of multiworld/telemetry_lines.h (ready, event,
-// metrics, verified, violation, cpu, joinfail, fifo, error).
+// their traffic, checks what it receives, in host or device memory (chaos/traffic_check.h), and
+// reports to the harness on stdout, one line each, in the protocol of multiworld/telemetry_lines.h
+// (ready, event, metrics, verified, violation, cpu, joinfail, fifo, error).
 // Commands on stdin, one per line: "stop" (also SIGTERM, SIGINT or end of input), "remove <world>",
 // "add <world>" (joins a world of its configuration that is not joined).
 //
@@ -89,14 +89,15 @@ struct WorldConf {
 class Worker {
  public:
   explicit Worker(const mw::chaos::WorkerConfig& conf)
-      : traffic_(conf.traffic), loops_running_(static_cast<int>(conf.traffic.size())) {
+      : history_(conf.history),
+        traffic_(conf.traffic),
+        loops_running_(static_cast<int>(conf.traffic.size())) {
     role_ = conf.role;
     seed_ = conf.seed;
     window_ = conf.window;
     fifo_prefix_ = conf.fifo_prefix;
     check_ = conf.check;
     every_element_ = conf.check_every_element;
-    history_.emplace(conf.history);
     for (const auto& w : conf.worlds) {
       WorldConf c;
       const char* token = std::getenv(mw::chaos::kTokenVariable);
@@ -358,7 +359,7 @@ class Worker {
     }
     const auto d = cpu_->sample();
     if (d.available) say(lines::Cpu{nowNs(t), d.cpu_ns, d.wait_ns});
-    for (const auto& l : history_->take()) say(l);
+    for (const auto& l : history_.take()) say(l);
   }
 
   // Whether world `world`'s incarnation is still `generation`: an operation that completed in
@@ -368,12 +369,12 @@ class Worker {
     return info.ok() && info->generation == generation;
   }
 
-  // Counts what `check` judged of one operation that completed: right (`bytes` verified), or a
-  // violation, written as a `violation` line while the loop has written fewer than
-  // kViolationLines. Returns its outcome in the history: "ok" or "violation".
+  // Counts what `check` judged of one operation that completed at `now`: right (`bytes`
+  // verified), or a violation, written as a `violation` line while the loop has written fewer
+  // than kViolationLines. Returns its outcome in the history: "ok" or "violation".
   const char* judged(const mw::chaos::WorkerTraffic& t, const std::optional<mw::chaos::Finding>& f,
-                     uint64_t generation, const char* op, int64_t bytes, int& lines_left) {
-    const mw::Clock::time_point now = mw::Clock::now();
+                     uint64_t generation, const char* op, mw::Clock::time_point now, int64_t bytes,
+                     int& lines_left) {
     mw::WindowRing<mw::chaos::CheckCounts>& ring = *checked_.at(t.world);
     if (!f) {
       ring.add(now, [&](mw::chaos::CheckCounts& c) {
@@ -413,21 +414,21 @@ class Worker {
       mw::chaos::waitForStop(stop);  // a pipeline moves data from rank 0 to rank 1 only
       return;
     }
-    // Host memory only: a cuda world's tensors are not filled or checked (agreeNonce gives 0).
-    // Nothing is, with checks off (WorkerConfig::check): then no incarnation begins with a nonce.
-    const bool host = check_ && wc.options.device.kind == mw::Device::Kind::kCpu;
+    // Nothing is filled or checked with checks off (WorkerConfig::check): then no incarnation
+    // begins with a nonce.
+    const bool checking = check_;
     const int members = t.pattern == Pattern::kPipeline ? 2 : size;
     mw::chaos::TrafficCheck check(t.dtype, count,
                                   t.pattern == Pattern::kRingAllreduce ? members : 1,
                                   every_element_ ? mw::chaos::TrafficCheck::Coverage::kEveryElement
                                                  : mw::chaos::TrafficCheck::Coverage::kSampled);
+    buf.mirror(check, elem, [&t](const mw::Status& e) {
+      fatal("world " + t.world + ": checking its data: " + e.toString());  // the device is lost
+    });
     const int64_t tensor_bytes = static_cast<int64_t>(tensor.bytes());
     int lines_left = kViolationLines;
     uint64_t counted_gen = 0, ops_in_gen = 0;  // the history's sequence numbers when unchecked
-    auto slot = mw::Clock::now();
-    const auto period = t.rate > 0 ? std::chrono::duration_cast<mw::Clock::duration>(
-                                         std::chrono::duration<double>(1.0 / t.rate))
-                                   : mw::Clock::duration::zero();
+    mw::chaos::Pacer pacer(t.rate);            // at the traffic's rate
     while (!stop.stop_requested()) {
       const auto seen = changes_.seen();
       auto info = manager_.world(t.world);
@@ -436,43 +437,46 @@ class Worker {
         continue;
       }
       const uint64_t gen = info->generation;
-      if (host && gen != check.generation()) {  // a new incarnation: its first is the nonce's
+      if (checking && gen != check.generation()) {  // a new incarnation: its first is the nonce's
         const uint64_t nonce = mw::chaos::agreeNonce(comm_, t, rank, wc.options.device);
         if (sameIncarnation(t.world, gen)) check.begin(gen, nonce, members);
         // All 0 at every member: an all-reduce's elements outside each operation's sample stay 0
         // (TrafficCheck::reduced).
-        std::memset(buf.data(), 0, static_cast<size_t>(tensor_bytes));
+        if (mw::Status c = buf.clear(0); !c.ok()) fatal("world " + t.world + ": " + c.toString());
         continue;
       }
       auto t0 = mw::Clock::now();
+      mw::Clock::time_point end = t0;  // when the last operation returned, before its check
       mw::Status s;
       long long moved = tensor_bytes;
       if (gen != counted_gen) counted_gen = gen, ops_in_gen = 0;
       // A member's next sequence number: the check's, or (unchecked) this loop's count.
-      auto seqOf = [&](int member) { return host ? check.next(member) : ops_in_gen; };
+      auto seqOf = [&](int member) { return checking ? check.next(member) : ops_in_gen; };
       // Each operation's outcome: its status, then (for what this member received) the check.
       auto completed = [&](const mw::Status& st) {
         if (st.ok() && sameIncarnation(t.world, gen)) return true;
         check.failed();  // the rest of this incarnation is not judged
         return false;
       };
-      // The operation's entry in the history, when one is kept: `outcome` if it completed.
+      // The operation's entry in the history, when one is kept: `outcome` if it completed. It
+      // ended at `end`, taken when it returned (its check is not part of it).
       auto record = [&](const char* op, int peer, uint64_t seq, mw::Clock::time_point start,
                         const char* outcome) {
-        if (!history_->on()) return;
-        history_->add({nowNs(start), nowNs(), t.world, gen, op, peer, seq,
-                       s.ok() ? outcome : mw::codeName(s.code())});
+        if (!history_.on()) return;
+        history_.add({nowNs(start), nowNs(end), t.world, gen, op, peer, seq,
+                      s.ok() ? outcome : mw::codeName(s.code())});
       };
       if (t.pattern == Pattern::kGatherToLeader && rank == 0) {
         for (int src = 1; src < size && s.ok(); ++src) {
           const auto start = mw::Clock::now();
           const uint64_t seq = seqOf(src);
           s = comm_.recv(t.world, tensor, src);
+          end = mw::Clock::now();
           const bool done = completed(s);
           record("recv", src, seq, start,
-                 done && host ? judgeReceived(t, check, buf.data(), src, gen, "recv", tensor_bytes,
-                                              lines_left)
-                              : "unchecked");
+                 done && checking ? judgeReceived(t, check, buf.host(), src, gen, "recv", end,
+                                                  tensor_bytes, lines_left)
+                                  : "unchecked");
           if (!done) break;
         }
         moved *= size - 1;
@@ -480,54 +484,51 @@ class Worker {
                  (t.pattern == Pattern::kPipeline && rank == 0)) {
         const int to = t.pattern == Pattern::kPipeline ? 1 : 0;
         const uint64_t seq = seqOf(rank);
-        if (host) check.fill(buf.data(), rank);
+        if (checking) check.fill(buf.host(), rank);
         s = comm_.send(t.world, tensor, to);
+        end = mw::Clock::now();
         record("send", to, seq, t0, completed(s) ? "ok" : "unchecked");
       } else if (t.pattern == Pattern::kPipeline) {
         const uint64_t seq = seqOf(0);
         s = comm_.recv(t.world, tensor, 0);
+        end = mw::Clock::now();
         record("recv", 0, seq, t0,
-               completed(s) && host
-                   ? judgeReceived(t, check, buf.data(), 0, gen, "recv", tensor_bytes, lines_left)
-                   : "unchecked");
+               completed(s) && checking ? judgeReceived(t, check, buf.host(), 0, gen, "recv", end,
+                                                        tensor_bytes, lines_left)
+                                        : "unchecked");
       } else if (t.pattern == Pattern::kRingAllreduce) {
         const uint64_t seq = seqOf(rank);
-        if (host) check.fill(buf.data(), rank);
+        if (checking) check.fill(buf.host(), rank);
         // synchronize: an operation counts once the GPU has finished it (an nccl world's wait()
         // would return once the operation is ordered on the stream).
         s = comm_.allReduce(t.world, tensor).synchronize();
+        end = mw::Clock::now();
         const char* outcome = "unchecked";
-        if (completed(s) && host && check.judging()) {
-          outcome = judged(t, check.reduced(buf.data(), rank), gen, "all_reduce", tensor_bytes,
+        if (completed(s) && checking && check.judging()) {
+          outcome = judged(t, check.reduced(buf.host(), rank), gen, "all_reduce", end, tensor_bytes,
                            lines_left);
-        } else if (host) {
-          check.reduced(buf.data(), rank);  // the sequence numbers advance all the same
+        } else if (checking) {
+          check.reduced(buf.host(), rank);  // the sequence numbers advance all the same
         }
         record("all_reduce", -1, seq, t0, outcome);
       } else {  // broadcast
         const uint64_t seq = seqOf(t.root);
-        if (host && rank == t.root) check.fill(buf.data(), rank);
+        if (checking && rank == t.root) check.fill(buf.host(), rank);
         s = comm_.broadcast(t.world, tensor, t.root).synchronize();
+        end = mw::Clock::now();
         const bool done = completed(s);
         const char* outcome = done && rank == t.root ? "ok" : "unchecked";
-        if (done && host && rank != t.root) {
-          outcome = judgeReceived(t, check, buf.data(), t.root, gen, "broadcast", tensor_bytes,
+        if (done && checking && rank != t.root) {
+          outcome = judgeReceived(t, check, buf.host(), t.root, gen, "broadcast", end, tensor_bytes,
                                   lines_left);
         }
         record("broadcast", t.root, seq, t0, outcome);
       }
       ++ops_in_gen;
       if (s.ok()) {
-        const auto done = mw::Clock::now();
-        win.add(done, moved,
-                std::chrono::duration_cast<std::chrono::nanoseconds>(done - t0).count());
+        win.add(end, moved, std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0).count());
       }
-      if (period.count() > 0) {
-        slot += period;
-        auto now = mw::Clock::now();
-        if (slot < now) slot = now;
-        mw::chaos::sleepUntil(stop, slot);  // paced at the traffic's rate
-      }
+      pacer.wait(stop);
     }
   }
 
@@ -536,19 +537,19 @@ class Worker {
   // or "unchecked".
   const char* judgeReceived(const mw::chaos::WorkerTraffic& t, mw::chaos::TrafficCheck& check,
                             const void* data, int sender, uint64_t generation, const char* op,
-                            int64_t bytes, int& lines_left) {
+                            mw::Clock::time_point end, int64_t bytes, int& lines_left) {
     const bool judging = check.judging();
     auto f = check.receive(data, sender);
-    return judging ? judged(t, f, generation, op, bytes, lines_left) : "unchecked";
+    return judging ? judged(t, f, generation, op, end, bytes, lines_left) : "unchecked";
   }
 
   std::string role_;
   unsigned seed_ = 0;
   std::chrono::milliseconds window_{100};
   std::string fifo_prefix_;
-  bool check_ = true;                            // WorkerConfig::check
-  bool every_element_ = false;                   // WorkerConfig::check_every_element
-  std::optional<mw::chaos::OpHistory> history_;  // WorkerConfig::history; set by the constructor
+  bool check_ = true;             // WorkerConfig::check
+  bool every_element_ = false;    // WorkerConfig::check_every_element
+  mw::chaos::OpHistory history_;  // WorkerConfig::history
   std::map<std::string, WorldConf> worlds_;
   std::map<std::string, std::unique_ptr<mw::TrafficWindows>> windows_;
   std::map<std::string, std::unique_ptr<mw::WindowRing<mw::chaos::CheckCounts>>>

@@ -69,6 +69,20 @@ bool sleepUntil(std::stop_token stop, Deadline until) {
   return !cv.wait_until(lock, stop, until, [] { return false; }) && !stop.stop_requested();
 }
 
+Pacer::Pacer(double rate)
+    : period_(rate > 0 ? std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(1.0 / rate))
+                       : Clock::duration::zero()),
+      slot_(Clock::now()) {}
+
+void Pacer::wait(std::stop_token stop) {
+  if (period_.count() <= 0) return;
+  slot_ += period_;
+  const auto now = Clock::now();
+  if (slot_ < now) slot_ = now;
+  sleepUntil(stop, slot_);
+}
+
 void waitForStop(std::stop_token stop) {
   if (!stop.stop_possible()) return;
   std::mutex mu;

@@ -70,6 +70,19 @@ bool sleepUntil(std::stop_token stop, Deadline until);
 // Blocks until `stop` is stopped (at once when it cannot be: a default token).
 void waitForStop(std::stop_token stop);
 
+// Paces a loop at `rate` iterations per second (0: back to back): wait() blocks until the next
+// iteration's slot, or until `stop` is stopped. A loop that fell behind starts its next iteration
+// at once, and is not made to catch up.
+class Pacer {
+ public:
+  explicit Pacer(double rate);
+  void wait(std::stop_token stop);
+
+ private:
+  Clock::duration period_;
+  Clock::time_point slot_;
+};
+
 // A count of running things that can be waited to reach zero: std::latch with a timed wait.
 class Countdown {
  public:

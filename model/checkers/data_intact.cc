@@ -49,15 +49,6 @@ std::vector<Verdict> dataIntact(const Scenario& s, const RunRecord& r) {
       out.push_back(v);
       continue;
     }
-    auto ws = s.worlds.find(name);
-    if (ws != s.worlds.end() && ws->second.backend == BackendKind::kNccl) {
-      v.status = VerdictStatus::kSkipped;
-      v.message =
-          "not checked: an nccl world's tensors are in GPU memory, and mw_worker checks "
-          "tensors in host memory only";
-      out.push_back(v);
-      continue;
-    }
     CheckedRec sum;
     std::string per_role;
     if (auto it = r.checked.find(name); it != r.checked.end()) {

@@ -20,15 +20,6 @@ fix=$src/tests/harness/fixtures
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# run_fixture NAME RC: runs fixtures/NAME.lua, which must exit RC; its report is then
-# $work/NAME/NAME/report.json.
-run_fixture() {
-  local name=$1 want=$2 out rc
-  out=$(timeout -s KILL 60 "$mwchaos" run -q -o "$work/$name" "$fix/$name.lua" 2>&1)
-  rc=$?
-  [ "$rc" = "$want" ] || fail "$name.lua: exit $rc, expected $want; output: $out"
-}
-
 # judge NAME: the report's data_intact verdicts and the other verdicts' statuses, checked against
 # the Python expression rules of the fixture (below); prints what does not hold.
 judge() {

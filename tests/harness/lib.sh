@@ -21,3 +21,11 @@ ended() {
   wait "$pid"
   rc=$?
 }
+# run_fixture NAME RC: runs $fix/NAME.lua with $mwchaos (set by the caller), which must exit RC;
+# its report is then $work/NAME/NAME/report.json.
+run_fixture() {
+  local name=$1 want=$2 out rc
+  out=$(timeout -s KILL 60 "$mwchaos" run -q -o "$work/$name" "$fix/$name.lua" 2>&1)
+  rc=$?
+  [ "$rc" = "$want" ] || fail "$name.lua: exit $rc, expected $want; output: $out"
+}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <span>
 #include <vector>
 
 namespace mw::chaos {
@@ -242,6 +243,110 @@ TEST_CASE("sampled all-reduces leave every element outside the sample at 0", "[t
       CHECK(std::count(buf[r].begin(), buf[r].end(), 0.0f) == static_cast<long>(kBig));
     }
   }
+}
+
+TEST_CASE("an all-reduce's earlier sum delivered again is named", "[traffic_check]") {
+  constexpr int kMembers = 2;
+  std::vector<TrafficCheck> m;
+  for (int r = 0; r < kMembers; ++r) {
+    m.emplace_back(kType, kCount, kMembers);
+    m.back().begin(1, 9, kMembers);
+  }
+  std::vector<std::vector<float>> sums;  // by seq
+  for (int op = 0; op < 4; ++op) {
+    std::vector<std::vector<float>> in(kMembers, std::vector<float>(kCount));
+    for (int r = 0; r < kMembers; ++r) m[r].fill(in[r].data(), r);
+    sums.emplace_back(kCount, 0.0f);
+    for (int r = 0; r < kMembers; ++r) {
+      for (size_t i = 0; i < kCount; ++i) sums.back()[i] += in[r][i];
+    }
+    std::vector<float> got = op == 3 ? sums[1] : sums.back();  // seq 3 gets seq 1's sum
+    auto f = m[0].reduced(got.data(), 0);
+    INFO("op " << op);
+    REQUIRE(f.has_value() == (op == 3));
+    if (f) {
+      CHECK(f->seq == 3);
+      CHECK(f->detail ==
+            "the sum of 2 members' contents: 513 of 513 elements wrong: the sum of its seq 1, not "
+            "seq 3 (an earlier operation's, delivered again)");
+    }
+  }
+  // Wrong everywhere and no earlier sum: only the count.
+  std::vector<std::vector<float>> in(kMembers, std::vector<float>(kCount));
+  for (int r = 0; r < kMembers; ++r) m[r].fill(in[r].data(), r);
+  std::vector<float> junk(kCount, -3.0f);
+  auto f = m[0].reduced(junk.data(), 0);
+  REQUIRE(f);
+  CHECK(f->detail == "the sum of 2 members' contents: 513 of 513 elements wrong");
+}
+
+// A tensor in "device memory" (another vector) seen through a host mirror: the check copies in
+// exactly what it reads and copies out what it writes, so a fault on the device is found as on the
+// host, named the same way, and the mirror's own stale contents never decide anything.
+struct FakeDevice {
+  std::vector<float> mem, mirror;
+  size_t loaded = 0, stored = 0;  // elements copied each way
+  explicit FakeDevice(size_t n) : mem(n, 0.0f), mirror(n, 0.0f) {}
+  TrafficCheck::Mirror mirrorOf() {
+    return {[this](std::span<const TrafficCheck::Range> rs) {
+              for (const auto& r : rs) {
+                std::copy(mem.begin() + r.begin, mem.begin() + r.end, mirror.begin() + r.begin);
+                loaded += r.end - r.begin;
+              }
+            },
+            [this](std::span<const TrafficCheck::Range> rs) {
+              for (const auto& r : rs) {
+                std::copy(mirror.begin() + r.begin, mirror.begin() + r.end, mem.begin() + r.begin);
+                stored += r.end - r.begin;
+              }
+            }};
+  }
+};
+
+TEST_CASE("through a mirror: only the sample is copied, and a device's wrong data is found",
+          "[traffic_check]") {
+  constexpr size_t kBig = 100000;
+  TrafficCheck tx(kType, kBig, 1), rx(kType, kBig, 1);
+  FakeDevice a(kBig), b(kBig);  // the sender's and the receiver's tensors
+  tx.setMirror(a.mirrorOf());
+  rx.setMirror(b.mirrorOf());
+  tx.begin(1, 21, 2);
+  rx.begin(1, 21, 2);
+  size_t sample = 0;
+  for (const auto& r : tx.regions(0)) sample += r.end - r.begin;
+  tx.fill(a.mirror.data(), 1);  // seq 0: written to the mirror, then stored to the device
+  CHECK(a.stored == sample);
+  CHECK(a.loaded == 0);
+  b.mem = a.mem;                                       // the transport moves the device's tensor
+  std::fill(b.mirror.begin(), b.mirror.end(), -1.0f);  // stale: must be loaded before judging
+  CHECK_FALSE(rx.receive(b.mirror.data(), 1));
+  CHECK(b.loaded == sample);
+  // Seq 1 arrives with seq 0's tensor (a repeat). Naming it reads seq 0's sample from the
+  // device, not what the mirror held.
+  const std::vector<float> seq0 = a.mem;
+  tx.fill(a.mirror.data(), 1);
+  const std::vector<float> seq1 = a.mem;
+  b.mem = seq0;
+  std::fill(b.mirror.begin(), b.mirror.end(), -1.0f);
+  auto f = rx.receive(b.mirror.data(), 1);
+  REQUIRE(f);
+  CHECK(f->detail ==
+        "from rank 1: the content of its seq 0, not seq 1 (an earlier operation's, delivered "
+        "again)");
+  // A bit flipped on the device, in the sample: found, with its element.
+  b.mem = seq1;  // seq 1 is still expected: a repeat takes no operation's place
+  b.mem[5] += 1;
+  auto g = rx.receive(b.mirror.data(), 1);
+  REQUIRE(g);
+  CHECK(g->mismatch.offset == 5);
+  // An all-reduce through a mirror stores its zeros back to the device.
+  TrafficCheck ar(kType, kBig, 1);
+  FakeDevice d(kBig);
+  ar.setMirror(d.mirrorOf());
+  ar.begin(1, 3, 1);
+  ar.fill(d.mirror.data(), 0);
+  CHECK_FALSE(ar.reduced(d.mirror.data(), 0));  // one member: the sum is its own content
+  CHECK(std::count(d.mem.begin(), d.mem.end(), 0.0f) == static_cast<long>(kBig));
 }
 
 }  // namespace

@@ -120,5 +120,28 @@ TEST_CASE("ChangeCount: waitPast ends at the next change or at the stop", "[harn
   CHECK(changes.seen() == seen + 1);
 }
 
+TEST_CASE("Pacer: slots at the rate, no catching up, and the stop ends a wait", "[harness]") {
+  Pacer none(0);  // back to back
+  std::stop_source stop;
+  for (int i = 0; i < 1000; ++i) none.wait(stop.get_token());
+  const auto t0 = Clock::now();
+  Pacer paced(50);  // every 20 ms
+  for (int i = 0; i < 5; ++i) paced.wait(stop.get_token());
+  CHECK(Clock::now() - t0 >= 100ms);  // five slots after the first
+  // Behind by far more than a period: the next slot is now, and the one after a period later.
+  Pacer slow(4);  // every 250 ms
+  std::this_thread::sleep_for(600ms);
+  const auto t1 = Clock::now();
+  slow.wait(stop.get_token());
+  slow.wait(stop.get_token());
+  CHECK(Clock::now() - t1 >= 250ms);  // not two slots at once
+  // A stop ends the wait for a slot an hour away.
+  Pacer hourly(1.0 / 3600);
+  auto stopper = later(20ms, [&] { stop.request_stop(); });
+  const auto t2 = Clock::now();
+  hourly.wait(stop.get_token());
+  CHECK(Clock::now() - t2 < 1h);
+}
+
 }  // namespace
 }  // namespace mw::chaos

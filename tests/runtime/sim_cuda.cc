@@ -35,6 +35,12 @@
 //   - a communicator of more than one rank never completes its init (no peer ever comes), and its
 //     rank 0 leaves a "BootstrapR" thread and a socket pair behind for good, as NCCL 2.28.9 does
 //     when a member never joins (counted by mwSimBootstrapLeaks).
+// - Data faults, for the chaos harness's data_intact verdict: libfiu points
+//   "mw/sim/nccl/corrupt/<name>" (a collective's result has the lowest bit of one byte flipped:
+//   the failnum-th, counted from 1, modulo its size) and "mw/sim/nccl/repeat/<name>" (the result
+//   is delivered again as the next collective's result, in place of that one's). A message lost
+//   is not modelled: in a one-rank communicator a member is its own only sender, so the message
+//   that would take the lost one's place is sent only once the lost one's operation has completed.
 // - Controls for tests, by communicator name (ncclConfig_t::commName; the runtime uses the
 //   world's name): mwSimSetStuck (a peer is gone: kernels spin until their communicator is
 //   aborted, and a first operation never connects), mwSimSetAsyncError (the result that
@@ -46,6 +52,7 @@
 //   fails as a real GPU does (cudaErrorInvalidResourceHandle).
 // What it is not: a model of GPU timing, of memory spaces, or of NCCL between processes.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -664,6 +671,8 @@ struct Comm {
   bool connected = false;             // GUARDED_BY(mu)
   SimClock::time_point connected_at;  // GUARDED_BY(mu)
   void* memory = nullptr;             // its "device memory", freed by the abort
+  std::vector<char> repeat;           // GUARDED_BY(mu): the next result, when a message repeats
+  bool repeating = false;             // GUARDED_BY(mu)
 };
 
 struct Comms {
@@ -815,14 +824,52 @@ ncclResult_t checkCall(ncclComm_t comm, cudaStream_t stream, Stream** s,
   return ncclSuccess;
 }
 
+// The simulated NCCL's data faults: libfiu points "mw/sim/nccl/<fault>/<communicator name>",
+// switched like the runtime's (a process without libfiu has none). fiu_fail's failnum when the
+// point fires now, else 0.
+int dataFault(const char* fault, const std::string& comm) {
+  using FiuInit = int (*)(unsigned);
+  using FiuFail = int (*)(const char*);
+  static const FiuFail fail = [] {
+    auto init = reinterpret_cast<FiuInit>(dlsym(RTLD_DEFAULT, "fiu_init"));
+    auto f = reinterpret_cast<FiuFail>(dlsym(RTLD_DEFAULT, "fiu_fail"));
+    return init != nullptr && f != nullptr && init(0) == 0 ? f : nullptr;
+  }();
+  if (fail == nullptr) return 0;
+  return fail(("mw/sim/nccl/" + std::string(fault) + "/" + comm).c_str());
+}
+
 ncclResult_t copyOn(const void* src, void* dst, size_t count, ncclDataType_t dt, ncclComm_t comm,
                     cudaStream_t stream) {
   Stream* s = nullptr;
   std::shared_ptr<Comm> c;
   if (ncclResult_t r = checkCall(comm, stream, &s, &c); r != ncclSuccess) return r;
   const size_t bytes = count * typeSize(dt);
+  // A result corrupted (the lowest bit of byte failnum, counted from 1, modulo its size), or
+  // delivered again in place of the next one's (as a message sent twice would be).
+  const int corrupt = bytes > 0 ? dataFault("corrupt", c->name) : 0;
+  const bool repeat = dataFault("repeat", c->name) != 0;
+  Comm* raw = c.get();
   queueKernel(c, s, [=] {
-    if (src != dst) std::memmove(dst, src, bytes);
+    std::vector<char> held;
+    {
+      std::lock_guard lock(raw->mu);
+      if (raw->repeating && raw->repeat.size() == bytes) held.swap(raw->repeat);
+      raw->repeating = false;
+    }
+    if (!held.empty()) {
+      std::memcpy(dst, held.data(), bytes);
+    } else if (src != dst) {
+      std::memmove(dst, src, bytes);
+    }
+    if (corrupt != 0) {
+      static_cast<unsigned char*>(dst)[static_cast<size_t>(corrupt - 1) % bytes] ^= 1;
+    }
+    if (repeat) {
+      std::lock_guard lock(raw->mu);
+      raw->repeat.assign(static_cast<const char*>(dst), static_cast<const char*>(dst) + bytes);
+      raw->repeating = true;
+    }
   });
   if (group_depth > 0) return ncclSuccess;
   countLaunch();
