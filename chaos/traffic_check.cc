@@ -17,22 +17,37 @@ TrafficCheck::TrafficCheck(DType dtype, size_t count, int contributors, Coverage
       range_(contentRange(dtype, contributors)),
       coverage_(coverage) {}
 
-std::vector<TrafficCheck::Range> TrafficCheck::regions(uint64_t seq) const {
-  if (coverage_ == Coverage::kEveryElement || count_ <= kWhole) return {{0, count_}};
+size_t TrafficCheck::Regions::elements() const {
+  size_t n = 0;
+  for (const Range& r : *this) n += r.end - r.begin;
+  return n;
+}
+
+TrafficCheck::Regions TrafficCheck::regions(uint64_t seq) const {
+  Regions out;
+  if (coverage_ == Coverage::kEveryElement || count_ <= kWhole) {
+    out.add({0, count_});
+    return out;
+  }
   const size_t stripe = (count_ + kStripes - 1) / kStripes;
   const size_t b = static_cast<size_t>(seq % kStripes) * stripe;
-  std::vector<Range> r = {{0, kEdge}, {b, std::min(count_, b + stripe)}, {count_ - kEdge, count_}};
+  std::array<Range, 3> r = {Range{0, kEdge}, Range{b, std::min(count_, b + stripe)},
+                            Range{count_ - kEdge, count_}};
   std::sort(r.begin(), r.end(), [](const Range& x, const Range& y) { return x.begin < y.begin; });
-  std::vector<Range> merged;
+  Range cur{0, 0};
+  bool open = false;
   for (const Range& x : r) {
     if (x.begin >= x.end) continue;
-    if (!merged.empty() && x.begin <= merged.back().end) {
-      merged.back().end = std::max(merged.back().end, x.end);
+    if (open && x.begin <= cur.end) {
+      cur.end = std::max(cur.end, x.end);
     } else {
-      merged.push_back(x);
+      if (open) out.add(cur);
+      cur = x;
+      open = true;
     }
   }
-  return merged;
+  if (open) out.add(cur);
+  return out;
 }
 
 void TrafficCheck::begin(uint64_t generation, uint64_t nonce, int members) {
@@ -48,17 +63,17 @@ void TrafficCheck::begin(uint64_t generation, uint64_t nonce, int members) {
 
 void TrafficCheck::fill(void* data, int self) {
   uint64_t& seq = next_.at(static_cast<size_t>(self));
-  const std::vector<Range> rs = regions(seq);
+  const Regions rs = regions(seq);
   for (const Range& r : rs) fillContent(data, dtype_, r.begin, r.end, key(self, seq), range_);
-  if (mirror_.store) mirror_.store(rs);
+  if (mirror_.store) mirror_.store(rs.span());
   ++seq;
 }
 
 std::optional<Mismatch> TrafficCheck::check(const void* data, std::span<const ContentKey> keys,
                                             uint64_t seq) const {
   std::optional<Mismatch> all;
-  const std::vector<Range> rs = regions(seq);
-  if (mirror_.load) mirror_.load(rs);
+  const Regions rs = regions(seq);
+  if (mirror_.load) mirror_.load(rs.span());
   for (const Range& r : rs) {
     auto m = checkContent(data, dtype_, r.begin, r.end, keys, range_);
     if (!m) continue;
@@ -72,8 +87,8 @@ std::optional<Mismatch> TrafficCheck::check(const void* data, std::span<const Co
 }
 
 bool TrafficCheck::holds(const void* data, const ContentKey& k) const {
-  const std::vector<Range> rs = regions(k.seq);
-  if (mirror_.load) mirror_.load(rs);
+  const Regions rs = regions(k.seq);
+  if (mirror_.load) mirror_.load(rs.span());
   for (const Range& r : rs) {
     if (!holdsContent(data, dtype_, r.begin, r.end, k, range_)) return false;
   }
@@ -81,8 +96,7 @@ bool TrafficCheck::holds(const void* data, const ContentKey& k) const {
 }
 
 std::string TrafficCheck::wrongText(const Mismatch& m, uint64_t seq) const {
-  size_t checked = 0;
-  for (const Range& r : regions(seq)) checked += r.end - r.begin;
+  const size_t checked = regions(seq).elements();
   std::string t = std::to_string(m.wrong) + " of " + std::to_string(checked);
   if (checked == count_) return t + " elements wrong";
   return t + " checked elements (of " + std::to_string(count_) + ") wrong";
@@ -96,9 +110,8 @@ std::optional<Finding> TrafficCheck::receive(const void* data, int sender) {
   auto m = check(data, std::span(&want, 1), expected);
   if (!m) return std::nullopt;
   Finding f{expected, *m, "from rank " + std::to_string(sender) + ": "};
-  size_t checked = 0;
-  for (const Range& r : regions(expected)) checked += r.end - r.begin;
-  if (m->wrong < checked) {  // part of the right content: corrupted, or partly another's
+  if (m->wrong <
+      regions(expected).elements()) {  // part of the right content: corrupted, or partly another's
     f.detail += wrongText(*m, expected);
     return f;
   }
@@ -121,8 +134,7 @@ std::optional<Finding> TrafficCheck::reduced(void* data, int self) {
       out = Finding{seq, *m,
                     "the sum of " + std::to_string(keys.size()) +
                         " members' contents: " + wrongText(*m, seq)};
-      size_t checked = 0;
-      for (const Range& r : regions(seq)) checked += r.end - r.begin;
+      const size_t checked = regions(seq).elements();
       // Every element wrong: an earlier operation's sum delivered again? (A later one's cannot
       // have arrived: every member's next operation starts after this one completed.)
       for (uint64_t s = seq; m->wrong == checked && s > 0 && seq - s < kNear;) {
@@ -138,11 +150,11 @@ std::optional<Finding> TrafficCheck::reduced(void* data, int self) {
   }
   if (coverage_ == Coverage::kSampled) {
     const size_t elem = dtypeSize(dtype_);
-    const std::vector<Range> rs = regions(seq);
+    const Regions rs = regions(seq);
     for (const Range& r : rs) {
       std::memset(static_cast<char*>(data) + r.begin * elem, 0, (r.end - r.begin) * elem);
     }
-    if (mirror_.store) mirror_.store(rs);
+    if (mirror_.store) mirror_.store(rs.span());
   }
   return out;
 }
@@ -171,7 +183,7 @@ std::string TrafficCheck::identify(const void* data, int sender, uint64_t expect
       }
     }
   }
-  const bool whole = regions(expected).size() == 1 && regions(expected)[0].end == count_;
+  const bool whole = regions(expected).elements() == count_;
   return std::string(whole ? "every element" : "every checked element") +
          " wrong, and not the content of any of its operations near " + want;
 }

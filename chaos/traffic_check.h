@@ -29,6 +29,7 @@
 // Thread rules: one object per traffic loop, used by that loop's thread only.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -79,8 +80,24 @@ class TrafficCheck {
   // contents one received tensor sums (an all-reduce: the world's size; otherwise 1).
   TrafficCheck(DType dtype, size_t count, int contributors, Coverage coverage = Coverage::kSampled);
 
+  // At most 3 ranges, in place (no allocation per operation).
+  class Regions {
+   public:
+    void add(Range r) { r_[n_++] = r; }
+    const Range* begin() const { return r_.data(); }
+    const Range* end() const { return r_.data() + n_; }
+    size_t size() const { return n_; }
+    const Range& operator[](size_t i) const { return r_[i]; }
+    std::span<const Range> span() const { return {r_.data(), n_}; }
+    size_t elements() const;  // how many elements the ranges hold
+
+   private:
+    std::array<Range, 3> r_{};
+    size_t n_ = 0;
+  };
+
   // The elements operation `seq` fills and checks, sorted and disjoint.
-  std::vector<Range> regions(uint64_t seq) const;
+  Regions regions(uint64_t seq) const;
 
   // For a tensor in device memory: the `data` that fill, receive and reduced are given is then a
   // host mirror of it, and these keep the two alike where the check reads and writes. `load` is
