@@ -22,8 +22,9 @@
 #     test_fault.py, test_exit.py), when --venv has the package.
 # --set torch2: the Python tests of torch 2.x's features (issue 36) under build/torch2-env:
 #   test_torch2.py (groups, functional collectives, FSDP2 on meshes of worlds), test_exit.py,
-#   test_torch_ddp.py (DDP, a killed peer, the stalled-futures starvation case), the FSDP2 and
-#   DDP examples and their scenarios, bench_torch.py's fsdp part; test_exit.py under --venv; and
+#   test_torch_ddp.py (DDP, a killed peer, the stalled-futures starvation case), test_telemetry.py
+#   (a program's metrics and report_check), the FSDP2 and DDP examples and their scenarios,
+#   bench_torch.py's fsdp part; test_exit.py and test_telemetry.py under --venv; and
 #   tests/wheel_check.sh in build/torch2-env (root).
 # --set named --tests REGEX: the ctest tests of the plain build whose names match REGEX (ctest -R),
 #   two at a time: a new test's rate, measured before it joins the gate.
@@ -248,13 +249,13 @@ for ((i = first; i < first + runs; i++)); do
     fi
   elif [ "$set" = torch2 ]; then
     pytest_run "$i" python-torch2 "$torch2" tests/test_torch2.py tests/test_exit.py \
-      tests/test_torch_ddp.py \
+      tests/test_torch_ddp.py tests/test_telemetry.py \
       tests/test_examples.py::test_fsdp_two_worlds_example \
       tests/test_examples.py::test_fsdp_two_worlds_scenario \
       tests/test_examples.py::test_ddp_two_worlds_example \
       tests/test_examples.py::test_ddp_two_worlds_scenario \
       tests/test_bench.py::test_bench_torch_runs_its_fsdp_part
-    pytest_run "$i" python "$venv" tests/test_exit.py
+    pytest_run "$i" python "$venv" tests/test_exit.py tests/test_telemetry.py
     wheel_check_run "$i"
   elif [ "$set" = named ]; then
     ctest_run "$i" named "$build" -j 2 -R "$tests"
