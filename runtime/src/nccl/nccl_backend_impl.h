@@ -269,6 +269,9 @@ class NcclBackend final : public Backend,
   std::condition_variable room_cv_;  // submitters waiting for room; drain waiting for the token
   std::deque<OpRequest> queue_ MW_GUARDED_BY(mu_);
   std::deque<InFlight> inflight_ MW_GUARDED_BY(mu_);
+  // What the completer took off inflight_ and may not have completed yet: they come before
+  // inflight_'s, and completeThrough completes them first. Cleared when the completer next looks.
+  std::vector<std::shared_ptr<WorkState>> completing_ MW_GUARDED_BY(mu_);
   bool launching_ MW_GUARDED_BY(mu_) = false;  // the launch token is held
   // The completer waits blocked: the executor checks the world every kSupervise meanwhile.
   bool supervising_ MW_GUARDED_BY(mu_) = false;

@@ -65,14 +65,22 @@ void NcclBackend::completeThrough(const WorkState* target) {
   {
     MutexLock lock(mu_);
     if (abort_reason_ || failed_) return;
+    works = completing_;
+    bool found = false;
     for (const InFlight& f : inflight_) {
       if (f.failed) return;
       works.push_back(f.work);
-      if (f.work.get() == target) break;
+      if (f.work.get() == target) {
+        found = true;
+        break;
+      }
     }
-    if (works.empty() || works.back().get() != target) return;  // completed already
+    // Not in flight: completed already, or taken by the completer, which completes it in order.
+    if (!found) return;
   }
-  // In stream order: every operation launched before target is complete on the GPU too.
+  // In stream order: every operation launched before target is complete on the GPU too, and
+  // those the completer took off the list and has not completed yet come first, so that a Work
+  // never completes before an earlier one of its world (complete() is once-wins).
   for (auto& w : works) w->complete(Status::Ok());
 }
 
@@ -246,6 +254,7 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
     InFlight front;
     {
       MutexLock lock(mu_);
+      completing_.clear();  // the last batch is complete
       completer_idle_ = true;
       done_cv_.wait(lock.native(), [&]() MW_REQUIRES(mu_) {
         return abort_reason_.has_value() || (!inflight_.empty() && !inflight_.front().failed);
@@ -277,6 +286,7 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
       while (!inflight_.empty() && !inflight_.front().failed) {
         InFlight& f = inflight_.front();
         if (f.done != e && api_.cudaEventQuery(f.done) != cudaSuccess) break;
+        completing_.push_back(f.work);
         done.push_back(std::move(f));
         inflight_.pop_front();
       }
