@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "chaos/traffic_nonce.h"
+
 namespace mw::chaos {
 
 Result<TrafficBuffer> TrafficBuffer::make(size_t bytes, Device device) {
@@ -15,6 +17,9 @@ Result<TrafficBuffer> TrafficBuffer::make(size_t bytes, Device device) {
   auto buf = DeviceBuffer::allocate(device, bytes);
   if (!buf.ok()) return Status(buf.status().code(), buf.status().message() + what);
   b.device_ = std::move(buf).value();
+  auto nonce = DeviceBuffer::allocate(device, kNonceBytes);
+  if (!nonce.ok()) return Status(nonce.status().code(), nonce.status().message() + what);
+  b.nonce_ = std::move(nonce).value();
   if (Status s = b.device_.fill(1); !s.ok()) return Status(s.code(), s.message() + what);
   return b;
 }

@@ -29,6 +29,9 @@ class TrafficBuffer {
 
   // The first byte, host or device: the tensor the operations use.
   void* data() { return device_.data() != nullptr ? device_.data() : host_.data(); }
+  // A device tensor's kNonceBytes of device memory beside it, for agreeNonce (traffic_nonce.h);
+  // null for a host tensor.
+  DeviceBuffer* nonceScratch() { return onDevice() ? &nonce_ : nullptr; }
   // The first byte of host memory: the tensor itself, or its mirror for a device tensor.
   void* host() { return host_.data(); }
   bool onDevice() const { return device_.data() != nullptr; }
@@ -48,6 +51,7 @@ class TrafficBuffer {
   TrafficBuffer() = default;
   std::vector<char> host_;
   DeviceBuffer device_;
+  DeviceBuffer nonce_;
 };
 
 }  // namespace mw::chaos

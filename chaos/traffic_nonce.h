@@ -5,11 +5,13 @@
 // Thread rules: agreeNonce is called by the traffic loop that owns the world's traffic.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "chaos/worker_config.h"
 #include "multiworld/communicator.h"
+#include "multiworld/gpu.h"
 
 namespace mw::chaos {
 
@@ -17,8 +19,11 @@ namespace mw::chaos {
 // broadcast from rank 0; on a pipeline link, a send to rank 1); every member returns it. Returns
 // 0 when the operation failed, or when what arrived is not a nonce message (members out of step:
 // an incarnation that changed under the operation, whose data met this operation). On a cuda
-// world the message is in device memory on `device` (a DeviceBuffer of 32 bytes); 0 as well when
-// that memory cannot be allocated or copied.
-uint64_t agreeNonce(Communicator& comm, const WorkerTraffic& t, int rank, Device device);
+// world the message goes through `scratch`, device memory of at least kNonceBytes on the world's
+// device, allocated once by the caller (cudaMalloc and cudaFree may wait for every kernel on the
+// device, another world's stuck one too); 0 as well when it is too small or cannot be copied.
+constexpr size_t kNonceBytes = 32;
+uint64_t agreeNonce(Communicator& comm, const WorkerTraffic& t, int rank, Device device,
+                    DeviceBuffer* scratch);
 
 }  // namespace mw::chaos

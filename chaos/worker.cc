@@ -438,7 +438,8 @@ class Worker {
       }
       const uint64_t gen = info->generation;
       if (checking && gen != check.generation()) {  // a new incarnation: its first is the nonce's
-        const uint64_t nonce = mw::chaos::agreeNonce(comm_, t, rank, wc.options.device);
+        const uint64_t nonce =
+            mw::chaos::agreeNonce(comm_, t, rank, wc.options.device, buf.nonceScratch());
         if (sameIncarnation(t.world, gen)) check.begin(gen, nonce, members);
         // All 0 at every member: an all-reduce's elements outside each operation's sample stay 0
         // (TrafficCheck::reduced).
