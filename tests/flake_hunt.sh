@@ -4,7 +4,7 @@
 #
 #   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing|torch2] [--sanitizers]
 #                       [--build DIR] [--venv DIR] [--out DIR] [--results FILE]
-#   tests/flake_hunt.sh --set named --tests REGEX [--runs N] [--load ...] [...]
+#   tests/flake_hunt.sh --set named [--tests REGEX] [--pytest "IDS"] [--runs N] [--load ...] [...]
 #   tests/flake_hunt.sh --table [--results FILE]
 #
 # --set gate (default): every test the README's test command (.ci/quickstart test) runs in its
@@ -27,7 +27,9 @@
 #   bench_torch.py's fsdp part; test_exit.py and test_telemetry.py under --venv; and
 #   tests/wheel_check.sh in build/torch2-env (root).
 # --set named --tests REGEX: the ctest tests of the plain build whose names match REGEX (ctest -R),
-#   two at a time: a new test's rate, measured before it joins the gate.
+#   two at a time: a new test's rate, measured before it joins the gate. --pytest "IDS" (pytest
+#   node ids, relative to python/, space-separated) adds those Python tests, under
+#   build/torch2-env and then under --venv, as the gate runs them; one of the two is enough.
 # Loads: cpu = two busy loops (one per core of the CI machine) for the whole run; io = a writer
 # that fills and fsyncs a 256 MiB file over and over; none = nothing added. The table counts the
 # runs of one load (--load, cpu unless given); rows of other loads stay in the file, and a run
@@ -46,7 +48,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=1 load=cpu build="$here/build/release" venv="$here/build/pyenv" out="$here/build/flake-hunt"
-results="$here/tests/flake_results.tsv" table_only=0 set=gate sanitizers=0 tests=""
+results="$here/tests/flake_results.tsv" table_only=0 set=gate sanitizers=0 tests="" pytests=""
 while (($#)); do
   case $1 in
     --runs) runs=$2; shift 2 ;;
@@ -59,7 +61,8 @@ while (($#)); do
     --sanitizers) sanitizers=1; shift ;;
     --table) table_only=1; shift ;;
     --tests) tests=$2; shift 2 ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    --pytest) pytests=$2; shift 2 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     *) echo "flake_hunt.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,8 +72,10 @@ results=$(realpath -m -- "$results")
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
 case $set in gate|timing|torch2|named) ;; *) echo "flake_hunt.sh: --set is gate, timing, torch2 or named, got '$set'" >&2; exit 2 ;; esac
-[ "$set" != named ] || [ -n "$tests" ] || { echo "flake_hunt.sh: --set named needs --tests REGEX" >&2; exit 2; }
-[ "$set" = named ] || [ -z "$tests" ] || { echo "flake_hunt.sh: --tests is for --set named" >&2; exit 2; }
+[ "$set" != named ] || [ -n "$tests$pytests" ] ||
+  { echo "flake_hunt.sh: --set named needs --tests REGEX or --pytest IDS" >&2; exit 2; }
+[ "$set" = named ] || [ -z "$tests$pytests" ] ||
+  { echo "flake_hunt.sh: --tests and --pytest are for --set named" >&2; exit 2; }
 mkdir -p "$out/failures" "$out/junit" "$(dirname "$results")"
 [ -f "$results" ] || printf 'run\tload\ttest\tstatus\treruns\tseconds\tcommit\n' >"$results"
 
@@ -133,11 +138,12 @@ fault_regex() {
   printf '%s' "$names"
 }
 
-# record RUN JUNIT-XML: appends one line per test case of the JUnit file to results.tsv.
+# record RUN JUNIT-XML [PREFIX]: appends one line per test case of the JUnit file to results.tsv;
+# a Python case is named "PREFIX CLASS::NAME" (PREFIX: pytest unless given).
 record() {
-  python3 - "$1" "$load" "$2" "$results" "$out/failures" "$commit" <<'PY'
+  python3 - "$1" "$load" "$2" "$results" "$out/failures" "$commit" "${3:-pytest}" <<'PY'
 import os, re, sys, xml.etree.ElementTree as ET
-run, load, path, results, failures, commit = sys.argv[1:7]
+run, load, path, results, failures, commit, pytest = sys.argv[1:8]
 if not os.path.exists(path):
     sys.exit(0)
 root = ET.parse(path).getroot()
@@ -146,7 +152,7 @@ with open(results, "a") as f:
         name = case.get("name")
         cls = case.get("classname") or ""
         if cls.startswith("tests.") or cls.startswith("test_"):
-            name = f"pytest {cls}::{name}"
+            name = f"{pytest} {cls}::{name}"
         out = "".join((e.text or "") for e in case.iter() if e.tag in ("system-out", "failure", "error"))
         status = "passed"
         if case.find("failure") is not None or case.find("error") is not None:
@@ -171,7 +177,11 @@ pytest_run() {
   (cd "$here/python" && MW_CHAOS="$build/bin/mwchaos" "$env/bin/python" -m pytest -q -p no:cacheprovider \
      -o junit_logging=system-out --junitxml "$out/junit/run$i-$tag.xml" "$@" \
      >"$out/run$i-$tag.log" 2>&1) || rc=1
-  record "$i" "$out/junit/run$i-$tag.xml"
+  # A Python test is two tests of the gate, one per torch: "pytest" under --venv (torch 1.13),
+  # "pytest[torch2]" under build/torch2-env.
+  local prefix=pytest
+  [ "$env" != "$torch2" ] || prefix="pytest[torch2]"
+  record "$i" "$out/junit/run$i-$tag.xml" "$prefix"
   tail -n 1 "$out/run$i-$tag.log" 2>/dev/null | sed "s/^/   $tag: /"
   [ "$rc" = 0 ] || failed=1
   return "$rc"
@@ -258,7 +268,12 @@ for ((i = first; i < first + runs; i++)); do
     pytest_run "$i" python "$venv" tests/test_exit.py tests/test_telemetry.py
     wheel_check_run "$i"
   elif [ "$set" = named ]; then
-    ctest_run "$i" named "$build" -j 2 -R "$tests"
+    [ -z "$tests" ] || ctest_run "$i" named "$build" -j 2 -R "$tests"
+    if [ -n "$pytests" ]; then
+      read -ra ids <<<"$pytests"
+      pytest_run "$i" python-torch2 "$torch2" "${ids[@]}"
+      [ "$torch2" = "$venv" ] || pytest_run "$i" python "$venv" "${ids[@]}"
+    fi
   else
     ctest_run "$i" labels "$build" -L 'scenario|example|harness'
     [ -z "$regex" ] || ctest_run "$i" runtime "$build" -R "$regex"

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -26,19 +27,26 @@ def test_doc_python_blocks_run(doc):
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def run_example(name):
-    """Runs examples/python/<name> and returns its output; fails on a non-zero exit. The example
-    runs in a session of its own: on a timeout every process it started is killed (none is left
-    behind) and what it wrote until then is in the failure."""
-    script = ROOT / "examples" / "python" / name
+def run_example(name, timeout=90, script=None):
+    """Runs examples/python/<name> (or `script`) and returns its output; fails on a non-zero exit.
+    It runs in a session of its own, unbuffered, with Python's faulthandler on: past `timeout`
+    seconds every process it started gets SIGABRT (each Python process then writes every thread's
+    stack), then SIGKILL, so none is left behind and the failure shows what it wrote and where it
+    was stuck."""
+    script = script or ROOT / "examples" / "python" / name
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
     try:
-        stdout, stderr = proc.communicate(timeout=90)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        pytest.fail(f"{name} ran past 90 s; its output:\n{stdout}{stderr}")
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        pytest.fail(f"{name} ran past {timeout} s; its output and its stacks at SIGABRT:\n{stdout}{stderr}")
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # whatever it started and left
@@ -46,6 +54,36 @@ def run_example(name):
             pass
     assert proc.returncode == 0, stdout + stderr
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def test_an_example_past_its_time_is_failed_with_its_output_and_stacks(tmp_path):
+    """The harness of the tests below: an example that hangs (here in a child it started) fails
+    with what it wrote and where each of its Python processes was stuck, and leaves nothing."""
+    hang = tmp_path / "hang.py"
+    hang.write_text("import subprocess, sys, time\n"
+                    "child = subprocess.Popen([sys.executable, '-c', "
+                    "'import time\\nwhile True: time.sleep(0.1)'])\n"
+                    "print('started', child.pid)\n"
+                    "child.wait()\n")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_example("hang.py", timeout=3, script=hang)
+    text = str(failed.value)
+    assert "hang.py ran past 3 s" in text and "started" in text, text
+    # Both stacks (the two processes' writes may interleave): the example's, waiting on its
+    # child, and the child's, in its loop.
+    assert 'hang.py", line 4 in <module>' in text and "line 2 in <module>" in text, text
+    pid = int(text.split("started ")[1].split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # gone, or a zombie its new parent has yet to reap
+        try:
+            state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the hung example's child {pid} was left running")
 
 
 def test_leader_two_worlds_example():
