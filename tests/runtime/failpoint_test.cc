@@ -375,6 +375,25 @@ TEST_CASE("points are switched through libfiu's control fifo while the process r
   ::rmdir(dir);
 }
 
+// Until a point is switched, a check is one atomic load: no libfiu lookup, no lock, nothing
+// shared written (a cost on every operation of every world otherwise). The first switch, from
+// any thread, is seen by the checks that follow it.
+TEST_CASE("a check touches nothing shared until a point is switched, and sees the first switch",
+          "[failpoint]") {
+  const mw::detail::FailPoint p("mw/test/fast", "w");
+  REQUIRE_FALSE(mw::detail::FailPointGate::everSwitched());  // a process of its own
+  CHECK_FALSE(p.check());
+  std::thread([] {
+    REQUIRE(mw::failpoints::enable("mw/test/fast/w", errnoOnce(EIO)).ok());
+  }).join();
+  CHECK(mw::detail::FailPointGate::everSwitched());
+  auto fired = p.check();
+  REQUIRE(fired);
+  CHECK(fired->failnum == EIO);
+  CHECK_FALSE(p.check());                            // once
+  CHECK(mw::detail::FailPointGate::everSwitched());  // stays: a point may be switched again
+}
+
 // libfiu guards its table with a reader-preferring rwlock: every check takes it to read, and an
 // enable command waits to write until no check holds it. Checks that overlap without pause (a
 // busy worker on a loaded machine) once kept a scenario's delay command waiting 2.6 s, until

@@ -63,7 +63,10 @@ pthread_rwlock_t* gateLock() {
 
 void FailPointGate::lockShared() { pthread_rwlock_rdlock(gateLock()); }
 void FailPointGate::unlockShared() { pthread_rwlock_unlock(gateLock()); }
-void FailPointGate::lock() { pthread_rwlock_wrlock(gateLock()); }
+void FailPointGate::lock() {
+  switched().store(true, std::memory_order_release);  // before the change it guards
+  pthread_rwlock_wrlock(gateLock());
+}
 void FailPointGate::unlock() { pthread_rwlock_unlock(gateLock()); }
 
 std::optional<Injection> FailPoint::checkEnabled() const {
