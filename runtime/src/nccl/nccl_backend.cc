@@ -159,10 +159,9 @@ void NcclBackend::launchInline(OpRequest op) {
     }
     return;
   }
-  cudaEvent_t done = takeEvent();
+  cudaEvent_t done = doneEventFor(op);
   InFlight f{op.work, op.kind, op.deadline, done, false};
   if (done == nullptr) {
-    giveEvent(static_cast<cudaEvent_t>(op.ready));
     gpu.unlock();
     launchFailed(std::move(f), {Cause::kBackendError, -1, "cudaEventCreateWithFlags failed"});
     return;
@@ -185,11 +184,16 @@ void NcclBackend::launchInline(OpRequest op) {
   }
 }
 
+cudaEvent_t NcclBackend::doneEventFor(OpRequest& op) {
+  // Submission ordered every operation after its caller's stream (orderAfterCaller): op.ready
+  // is there; the pool is the fallback of an operation that has none.
+  return op.ready != nullptr ? static_cast<cudaEvent_t>(op.ready) : takeEvent();
+}
+
 void NcclBackend::launchQueued(OpRequest op) {
-  cudaEvent_t done = takeEvent();
+  cudaEvent_t done = doneEventFor(op);
   InFlight f{op.work, op.kind, op.deadline, done, false};
   if (done == nullptr) {
-    giveEvent(static_cast<cudaEvent_t>(op.ready));
     launchFailed(std::move(f), {Cause::kBackendError, -1, "cudaEventCreateWithFlags failed"});
     return;
   }
@@ -221,7 +225,9 @@ NcclBackend::Launched NcclBackend::startLaunch(OpRequest& op, cudaEvent_t done,
     cudaEvent_t ready = static_cast<cudaEvent_t>(op.ready);
     op.ready = nullptr;
     cudaError_t e = api_.cudaStreamWaitEvent(stream_, ready, 0);
-    giveEvent(ready);  // the wait took the event's state: it may be recorded again
+    // The wait took the event's state: it may be recorded again, as `done` (the same event) or,
+    // back in the pool, by another operation.
+    if (ready != done) giveEvent(ready);
     if (e != cudaSuccess) {
       *failure = Failure{Cause::kBackendError, -1,
                          std::string(what) + ": cudaStreamWaitEvent: " + cudaText(e)};
@@ -310,7 +316,11 @@ void NcclBackend::finishLaunch(InFlight f) {
 
 void NcclBackend::launchFailed(InFlight f, const Failure& failure) {
   // A failed launch may have left part of its work on the stream: it is drained with the rest,
-  // never completed OK.
+  // never completed OK. Its done event was not recorded on the world's stream for it (the
+  // record is a launch's last step): the drain need not wait for it, and it goes back to the
+  // pool while this thread holds the token (the drain destroys the pool only after).
+  giveEvent(f.done);
+  f.done = nullptr;
   f.failed = true;
   {
     MutexLock lock(mu_);
@@ -323,11 +333,7 @@ void NcclBackend::launchFailed(InFlight f, const Failure& failure) {
 }
 
 ncclResult_t NcclBackend::settle(Clock::time_point until, bool* aborted) {
-  ncclComm_t comm;
-  {
-    MutexLock lock(mu_);
-    comm = comm_;  // the token holder's: the drain takes it only once the token is free
-  }
+  const ncclComm_t comm = launch_comm_;  // the token holder's
   ncclResult_t r = ncclInProgress;
   std::chrono::microseconds sleep = kPollSleepMin;
   while (r == ncclInProgress) {
@@ -346,12 +352,7 @@ ncclResult_t NcclBackend::settle(Clock::time_point until, bool* aborted) {
 }
 
 ncclResult_t NcclBackend::enqueue(const OpRequest& op) {
-  ncclComm_t comm;
-  {
-    MutexLock lock(mu_);
-    comm = comm_;
-  }
-  return enqueueOp(op, NcclTarget{comm, stream_, scratch_, cfg_.rank, cfg_.size});
+  return enqueueOp(op, NcclTarget{launch_comm_, stream_, scratch_, cfg_.rank, cfg_.size});
 }
 
 }  // namespace nccl_impl

@@ -163,6 +163,7 @@ class NcclBackend final : public Backend,
       : cfg_(std::move(cfg)),
         mode_(completionMode().load()),
         comm_(comm),
+        launch_comm_(comm),
         stream_(stream),
         scratch_(scratch),
         on_error_(std::move(on_error)),
@@ -196,9 +197,14 @@ class NcclBackend final : public Backend,
   void launchQueued(OpRequest op) MW_EXCLUDES(mu_);
   // Orders the world's stream after op.ready, asks NCCL to launch the operation (the caller holds
   // the GPU's launch lock) and, when NCCL completes the launch in the background, polls it until
-  // `settle_until`. kDone: the done event is recorded. *failure is set for kFailed.
+  // `settle_until`. kDone: the done event is recorded. *failure is set for kFailed. `done` is
+  // op.ready itself (the wait takes the event's state, so it may be recorded again at once): one
+  // event per operation, taken from the pool once.
   Launched startLaunch(OpRequest& op, cudaEvent_t done, Clock::time_point settle_until,
                        std::optional<Failure>* failure);
+  // The event an operation's launch records when done: its ready event (see startLaunch), or one
+  // from the pool when it has none.
+  cudaEvent_t doneEventFor(OpRequest& op);
   // The executor finishing a launch a caller handed over (settling_).
   void finishSettling(Settling s) MW_EXCLUDES(mu_);
   // Records `f` as launched (the work learns its done event) and gives the launch token back;
@@ -214,8 +220,11 @@ class NcclBackend final : public Backend,
   void run() MW_EXCLUDES(mu_);
   void supervise() MW_EXCLUDES(mu_);
   void complete(const std::shared_ptr<CompleterState>& st) MW_EXCLUDES(mu_);
-  // Waits, as mode_ says, until `e` completed; false when the completer must stop.
-  bool awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front);
+  // Waits, as mode_ says, until `e` completed; false when the completer must stop. *seen is the
+  // event's state when a poll saw it complete (no need to query it again), else
+  // cudaErrorNotReady.
+  bool awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front,
+                  cudaError_t* seen);
   // Predict mode: an operation took `took` from its start on the GPU until it was seen complete:
   // `exact` when it was seen ending while polled, `late` when seen after a blocked wait, neither
   // when it was complete at the first look.
@@ -254,6 +263,10 @@ class NcclBackend final : public Backend,
   // The launch token's holder (launching_) alone enqueues on these; the drain takes the
   // communicator (under mu_, once no thread holds the token) to abort it.
   ncclComm_t comm_ MW_GUARDED_BY(mu_);
+  // comm_ as the token holder reads it, without mu_: the drain aborts the communicator only once
+  // no thread holds the token, and after the abort no thread takes it again (submit and the
+  // executor see abort_reason_ first).
+  const ncclComm_t launch_comm_;
   cudaStream_t stream_;                // the token holder's; the drain's at the end
   int* scratch_;                       // one int on the device, for barrier (takeScratch)
   std::atomic<bool> aborting_{false};  // abort_reason_ is set: read without mu_ while launching
@@ -287,6 +300,9 @@ class NcclBackend final : public Backend,
   // the world's operations take on the GPU, averaged.
   Clock::time_point last_done_{};
   Clock::duration estimate_{};
+  // The completer's batch of operations seen complete, kept between batches (no allocation per
+  // operation).
+  std::vector<InFlight> batch_;
   const std::shared_ptr<CompleterState> completer_state_;
   std::thread completer_;
   std::thread executor_;

@@ -160,7 +160,9 @@ void NcclBackend::supervise() {
 
 // ---- the completer ----
 
-bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front) {
+bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const InFlight& front,
+                             cudaError_t* seen) {
+  *seen = cudaErrorNotReady;
   // When the operation starts on the GPU: once the one before it ended (stream order), and not
   // before its launch.
   const auto began = std::max(front.launched, last_done_);
@@ -186,7 +188,7 @@ bool NcclBackend::awaitEvent(const std::shared_ptr<CompleterState>& st, const In
     auto check = Clock::now() + kSpinCheck;
     for (bool first = true;; first = false) {
       if (aborting_.load(std::memory_order_relaxed)) return false;
-      if (api_.cudaEventQuery(front.done) != cudaErrorNotReady) {
+      if ((*seen = api_.cudaEventQuery(front.done)) != cudaErrorNotReady) {
         // Done at the first look: it ended at some time before now, so the estimate shrinks
         // to look earlier next time; seen ending while polled: its duration, within a gap.
         if (mode_ == NcclCompletion::kPredict) learn(Clock::now() - began, !first, false);
@@ -265,8 +267,9 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
       front = InFlight{nullptr, f.kind, f.deadline, f.done, false, f.launched};
     }
     const cudaEvent_t e = front.done;
-    if (!awaitEvent(st, front)) break;  // stopped: the backend may be gone; touch nothing of it
-    const cudaError_t q = api_.cudaEventQuery(e);
+    cudaError_t q = cudaErrorNotReady;
+    if (!awaitEvent(st, front, &q)) break;  // stopped: the backend may be gone; touch nothing of it
+    if (q == cudaErrorNotReady) q = api_.cudaEventQuery(e);  // after a blocked wait
     if (q == cudaErrorNotReady) continue;
     if (q != cudaSuccess) {
       api_.cudaGetLastError();
@@ -279,7 +282,6 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
       if (!f->aborting) fail(*f);
       break;
     }
-    std::vector<InFlight> done;
     {
       MutexLock lock(mu_);
       if (abort_reason_ || failed_) break;
@@ -287,16 +289,17 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
         InFlight& f = inflight_.front();
         if (f.done != e && api_.cudaEventQuery(f.done) != cudaSuccess) break;
         completing_.push_back(f.work);
-        done.push_back(std::move(f));
+        batch_.push_back(std::move(f));
         inflight_.pop_front();
       }
     }
     last_done_ = Clock::now();
     room_cv_.notify_all();
-    for (InFlight& f : done) {
+    for (InFlight& f : batch_) {
       f.work->complete(Status::Ok());  // first: the event is reused only after
       giveEvent(f.done);
     }
+    batch_.clear();  // its capacity stays
   }
   MutexLock lock(st->mu);
   st->exited = true;
