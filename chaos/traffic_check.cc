@@ -70,9 +70,8 @@ void TrafficCheck::fill(void* data, int self) {
 }
 
 std::optional<Mismatch> TrafficCheck::check(const void* data, std::span<const ContentKey> keys,
-                                            uint64_t seq) const {
+                                            const Regions& rs) const {
   std::optional<Mismatch> all;
-  const Regions rs = regions(seq);
   if (mirror_.load) mirror_.load(rs.span());
   for (const Range& r : rs) {
     auto m = checkContent(data, dtype_, r.begin, r.end, keys, range_);
@@ -107,11 +106,11 @@ std::optional<Finding> TrafficCheck::receive(const void* data, int sender) {
   const uint64_t expected = next++;
   if (!judging()) return std::nullopt;
   const ContentKey want = key(sender, expected);
-  auto m = check(data, std::span(&want, 1), expected);
+  const Regions rs = regions(expected);
+  auto m = check(data, std::span(&want, 1), rs);
   if (!m) return std::nullopt;
   Finding f{expected, *m, "from rank " + std::to_string(sender) + ": "};
-  if (m->wrong <
-      regions(expected).elements()) {  // part of the right content: corrupted, or partly another's
+  if (m->wrong < rs.elements()) {  // part of the right content: corrupted, or partly another's
     f.detail += wrongText(*m, expected);
     return f;
   }
@@ -127,20 +126,21 @@ std::optional<Finding> TrafficCheck::reduced(void* data, int self) {
   const uint64_t seq = next_.at(static_cast<size_t>(self)) - 1;  // fill() counted it
   for (auto& n : next_) n = seq + 1;
   std::optional<Finding> out;
+  const Regions rs = regions(seq);
   if (judging()) {
     std::vector<ContentKey> keys;
     for (size_t r = 0; r < next_.size(); ++r) keys.push_back(key(static_cast<int>(r), seq));
-    if (auto m = check(data, keys, seq)) {
+    if (auto m = check(data, keys, rs)) {
       out = Finding{seq, *m,
                     "the sum of " + std::to_string(keys.size()) +
                         " members' contents: " + wrongText(*m, seq)};
-      const size_t checked = regions(seq).elements();
+      const size_t checked = rs.elements();
       // Every element wrong: an earlier operation's sum delivered again? (A later one's cannot
       // have arrived: every member's next operation starts after this one completed.)
       for (uint64_t s = seq; m->wrong == checked && s > 0 && seq - s < kNear;) {
         --s;
         for (size_t r = 0; r < keys.size(); ++r) keys[r] = key(static_cast<int>(r), s);
-        if (!check(data, keys, s)) {
+        if (!check(data, keys, regions(s))) {
           out->detail += ": the sum of its seq " + std::to_string(s) + ", not seq " +
                          std::to_string(seq) + " (an earlier operation's, delivered again)";
           break;
@@ -150,7 +150,6 @@ std::optional<Finding> TrafficCheck::reduced(void* data, int self) {
   }
   if (coverage_ == Coverage::kSampled) {
     const size_t elem = dtypeSize(dtype_);
-    const Regions rs = regions(seq);
     for (const Range& r : rs) {
       std::memset(static_cast<char*>(data) + r.begin * elem, 0, (r.end - r.begin) * elem);
     }

@@ -141,9 +141,10 @@ class TrafficCheck {
 
  private:
   ContentKey key(int sender, uint64_t seq) const { return {nonce_, sender, seq}; }
-  // checkContent over regions(seq): the first wrong element of all, and how many.
+  // checkContent over `rs` (regions(seq) of the operation's seq): the first wrong element of
+  // all, and how many.
   std::optional<Mismatch> check(const void* data, std::span<const ContentKey> keys,
-                                uint64_t seq) const;
+                                const Regions& rs) const;
   // Whether the elements of regions(seq) hold `k`'s content.
   bool holds(const void* data, const ContentKey& k) const;
   // "3 of 1024 elements wrong", or "... of 2176 checked elements (of 262144) wrong".

@@ -30,15 +30,19 @@ TEST_CASE("data_intact passes per world with what was checked", "[model][checker
   CHECK(v[0].message ==
         "40 operations (40.0 MiB) received and checked (leader 40), every element right");
   CHECK(v[0].evidence.at("ops") == 40);
-  // A world whose receivers checked nothing says so: nothing is hidden behind a pass.
-  CHECK(v[1].status == VerdictStatus::kPass);
-  CHECK(v[1].message == "0 operations (0 bytes) received and checked, every element right");
+  // A world whose receivers checked nothing is not passed: nothing is hidden behind a pass.
+  CHECK(v[1].status == VerdictStatus::kSkipped);
+  CHECK(v[1].message ==
+        "nothing to judge: no operation of the built-in traffic completed at a receiver of this "
+        "world (0 operations checked)");
+  CHECK(v[1].evidence.at("ops") == 0);
 }
 
 TEST_CASE("data_intact fails with the first violation named and the rest counted",
           "[model][checkers]") {
   const Scenario s = withTraffic();
   RunRecord r = emptyRun();
+  r.checked["w1"]["leader"] = {5, 5 * 1024, 0};
   r.checked["w2"]["leader"] = {9, 9 * 1024, 3};
   ViolationRec x;
   x.t = 1.25;
