@@ -17,6 +17,11 @@
 # real GPU the CUDA and NCCL calls cost what their libraries cost, not what the simulated ones do.
 # Usage: bench/submit_cost.sh [BUILD_DIR] [A B]   (default: build/release 500 4500)
 set -euo pipefail
+case ${1:-} in -h | --help)
+  sed -n '2,/^# Usage/p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+  ;;
+esac
 build=${1:-build/release}
 a=${2:-500}
 b=${3:-4500}

@@ -5,12 +5,11 @@
 #   - no libfiu lookup per operation in a process that never switched a failpoint (each was a
 #     lookup under two shared read locks; base/failpoint.h);
 #   - at most 1.5 C++ allocations per operation more than the raw NCCL baseline (the WorkState,
-#     and the world's list of operations in flight growing a node now and then);
-#   - fewer added instructions than the raw baseline's own (the simulated GPU's calls), a bound
-#     far above today's (about 4500 against 10,000) that catches a cost gone back to what it was
-#     (7500) only together with the two above: the instruction counts move a few percent with
-#     what the completer's polling meets.
-# And mw_submit_cost's bad arguments exit 2 with its usage.
+#     and the world's list of operations in flight growing a node now and then).
+# The instruction counts are not held to anything: they depend on how often the threads that
+# wait (the completer's polling, the simulated GPU's streams) ran, which a loaded machine moves by
+# thousands per operation (beside two busy loops, 3101 to 18741 for the raw baseline's; hunt 19).
+# And mw_submit_cost's bad arguments exit 2 with its usage; --help prints the script's.
 #   submit_cost_test.sh BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,16 +25,13 @@ echo "$out"
 [ "$rc" = 0 ] || fail "submit_cost.sh exited $rc"
 # "label ... raw runtime added": the added column of a row.
 added() { awk -v l="$1" 'index($0, l) == 1 { print $NF }' <<<"$out"; }
-raw() { awk -v l="$1" 'index($0, l) == 1 { print $(NF - 2) }' <<<"$out"; }
 lookups=$(added "libfiu lookups")
 allocs=$(added "C++ allocations")
-instr=$(added "instructions")
-raw_instr=$(raw "instructions")
 [ "$lookups" = "0.00" ] || fail "libfiu lookups added per operation: '$lookups', want 0.00"
 awk -v a="$allocs" 'BEGIN { exit !(a != "" && a <= 1.5) }' ||
   fail "C++ allocations added per operation: '$allocs', want at most 1.5"
-awk -v a="$instr" -v r="$raw_instr" 'BEGIN { exit !(a != "" && r != "" && a < r) }' ||
-  fail "instructions added per operation: '$instr', want fewer than the raw baseline's '$raw_instr'"
+"$here/bench/submit_cost.sh" --help | grep -q '^Usage: bench/submit_cost.sh' ||
+  fail "submit_cost.sh --help prints no usage"
 for args in "" "runtime" "runtime 0" "sometimes 10" "raw 10 extra"; do
   # shellcheck disable=SC2086
   o=$(timeout -s KILL 30 "$build/bench/mw_submit_cost" $args 2>&1)
