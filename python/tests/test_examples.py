@@ -31,8 +31,8 @@ def run_example(name, timeout=90, script=None):
     """Runs examples/python/<name> (or `script`) and returns its output; fails on a non-zero exit.
     It runs in a session of its own, unbuffered, with Python's faulthandler on: past `timeout`
     seconds every process it started gets SIGABRT (each Python process then writes every thread's
-    stack), then SIGKILL, so none is left behind and the failure shows what it wrote and where it
-    was stuck."""
+    stack; several processes' stacks on one pipe may interleave), then SIGKILL, so none is left
+    behind and the failure shows what it wrote and where it was stuck."""
     script = script or ROOT / "examples" / "python" / name
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
@@ -58,20 +58,23 @@ def run_example(name, timeout=90, script=None):
 
 def test_an_example_past_its_time_is_failed_with_its_output_and_stacks(tmp_path):
     """The harness of the tests below: an example that hangs (here in a child it started) fails
-    with what it wrote and where each of its Python processes was stuck, and leaves nothing."""
+    with what it wrote and where its Python processes were stuck, and leaves nothing. The child
+    writes to a file of its own: two processes' stacks on one pipe interleave, byte by byte."""
     hang = tmp_path / "hang.py"
+    child_err = tmp_path / "child.err"
     hang.write_text("import subprocess, sys, time\n"
+                    f"err = open({str(child_err)!r}, 'w')\n"
                     "child = subprocess.Popen([sys.executable, '-c', "
-                    "'import time\\nwhile True: time.sleep(0.1)'])\n"
+                    "'import time\\nwhile True: time.sleep(0.1)'], stderr=err)\n"
                     "print('started', child.pid)\n"
                     "child.wait()\n")
     with pytest.raises(pytest.fail.Exception) as failed:
         run_example("hang.py", timeout=3, script=hang)
     text = str(failed.value)
     assert "hang.py ran past 3 s" in text and "started" in text, text
-    # Both stacks (the two processes' writes may interleave): the example's, waiting on its
-    # child, and the child's, in its loop.
-    assert 'hang.py", line 4 in <module>' in text and "line 2 in <module>" in text, text
+    # The example's stack, waiting on its child; the child's, in its loop.
+    assert 'hang.py", line 5 in <module>' in text, text
+    assert "line 2 in <module>" in child_err.read_text(), child_err.read_text()
     pid = int(text.split("started ")[1].split()[0])
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # gone, or a zombie its new parent has yet to reap
