@@ -33,6 +33,22 @@ command -v valgrind >/dev/null || { echo "submit_cost: valgrind is not installed
 [[ $a =~ ^[0-9]+$ && $b =~ ^[0-9]+$ ]] && ((a >= 1 && b > a)) ||
   { echo "submit_cost: want 1 <= A < B, got '$a' '$b'" >&2; exit 2; }
 sim=$(realpath "$sim")
+# The table's rows, "key|label", in order: ir_<part> (instructions by where they ran; ir_all,
+# their sum), calls_<function> (each counted in run()), cxx_allocations (the program's count).
+rows='ir_all|instructions
+ir_program|  in the program (runtime or loop)
+ir_simulated_gpu|  in the simulated GPU
+ir_libc|  in libc
+ir_libstdcxx|  in libstdc++
+ir_other|  elsewhere (libfiu, ld.so)
+calls_malloc|malloc calls
+cxx_allocations|C++ allocations (operator new)
+calls_pthread_mutex_lock|mutex locks
+calls_pthread_cond_broadcast|condition variable broadcasts
+calls_clock_gettime|clock reads
+calls_fiu_fail|libfiu lookups
+calls___tls_get_addr|thread-local lookups (__tls_get_addr)'
+functions=$(sed -n 's/^calls_\([^|]*\)|.*/\1/p' <<<"$rows" | tr '\n' ' ')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -48,7 +64,7 @@ run() {
   # Names are compressed: "(id) name" the first time, "(id)" after; fn= and cfn= share ids,
   # ob= and cob= share theirs. A versioned name (pthread_mutex_lock@@GLIBC_2.2.5) counts as its
   # base name.
-  awk -v prog="$(realpath "$prog")" -v sim="$sim" '
+  awk -v prog="$(realpath "$prog")" -v sim="$sim" -v functions="$functions" '
     function name(s, table,   id) {
       if (match(s, /^\([0-9]+\)/)) {
         id = substr(s, 1, RLENGTH)
@@ -75,8 +91,7 @@ run() {
     }
     END {
       for (p in ir) print "ir_" p, ir[p]
-      n = split("malloc pthread_mutex_lock pthread_cond_broadcast clock_gettime fiu_fail " \
-                "__tls_get_addr", f, " ")
+      n = split(functions, f, " ")
       for (i = 1; i <= n; i++) print "calls_" f[i], calls[f[i]] + 0
     }' "$out"
 }
@@ -90,24 +105,14 @@ for mode in raw runtime; do
     { print $1, ($3 - $2) / ops }' | sort >"$work/$mode"
 done
 echo "mw_submit_cost on the simulated GPU: per operation ($a and $b operations apart), every thread"
-join "$work/raw" "$work/runtime" | awk '
+join "$work/raw" "$work/runtime" | awk -v rows="$rows" '
   BEGIN {
-    n = split("ir_all ir_program ir_simulated_gpu ir_libc ir_libstdcxx ir_other " \
-              "calls_malloc cxx_allocations calls_pthread_mutex_lock calls_pthread_cond_broadcast " \
-              "calls_clock_gettime calls_fiu_fail calls___tls_get_addr", order, " ")
-    label["ir_all"] = "instructions"
-    label["ir_program"] = "  in the program (runtime or loop)"
-    label["ir_simulated_gpu"] = "  in the simulated GPU"
-    label["ir_libc"] = "  in libc"
-    label["ir_libstdcxx"] = "  in libstdc++"
-    label["ir_other"] = "  elsewhere (libfiu, ld.so)"
-    label["calls_malloc"] = "malloc calls"
-    label["cxx_allocations"] = "C++ allocations (operator new)"
-    label["calls_pthread_mutex_lock"] = "mutex locks"
-    label["calls_pthread_cond_broadcast"] = "condition variable broadcasts"
-    label["calls_clock_gettime"] = "clock reads"
-    label["calls_fiu_fail"] = "libfiu lookups"
-    label["calls___tls_get_addr"] = "thread-local lookups (__tls_get_addr)"
+    n = split(rows, lines, "\n")
+    for (i = 1; i <= n; i++) {
+      split(lines[i], kv, "|")
+      order[i] = kv[1]
+      label[kv[1]] = kv[2]
+    }
   }
   { raw[$1] = $2; rt[$1] = $3; if ($1 ~ /^ir_/) { raw["ir_all"] += $2; rt["ir_all"] += $3 } }
   END {
