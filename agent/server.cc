@@ -318,6 +318,7 @@ Status Server::net(const Net& m) {
   for (size_t i = 0; dev.empty() && i < m.peers.size(); ++i) dev = routeDevice(m.peers[i]);
   if (m.op == "bandwidth") return rules_->bandwidth(dev, m.rate);
   if (m.op == "delay") return rules_->delay(dev, m.delay_ms, m.jitter_ms);
+  if (m.op == "prepare") return rules_->prepare(dev, m.delay_ms > 0);
   return rules_->heal();
 }
 

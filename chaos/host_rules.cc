@@ -101,7 +101,7 @@ Status HostRules::addExempt() {
 }
 
 Status HostRules::writeOwner() {
-  const std::string record = "mwchaos-owner " + owner_ + " devs=" + joined(shaped_);
+  const std::string record = "mwchaos-owner " + owner_ + " devs=" + joined(recorded_);
   for (const auto& chain : {in_chain_, out_chain_}) {
     MW_RETURN_IF_ERROR(
         runProgram({"iptables", "-w", "-R", chain, "1", "-m", "comment", "--comment", record}));
@@ -179,32 +179,31 @@ Status HostRules::checkShapeable(const std::string& d) const {
 Status HostRules::bandwidth(const std::string& d, const std::string& rate) {
   MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
   // Owned before it exists: an agent that dies between the two leaves no qdisc without a record.
-  MW_RETURN_IF_ERROR(ensureChains());
+  MW_RETURN_IF_ERROR(record(dev(d)));
   const bool had = shaped_.count(dev(d)) != 0;
   shaped_.insert(dev(d));
-  MW_RETURN_IF_ERROR(writeOwner());
   Status s = runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "handle", kQdiscHandle,
                          "tbf", "rate", rate, "burst", "64kb", "latency", "400ms"});
-  if (!s.ok() && !had) {
-    shaped_.erase(dev(d));  // nothing of ours is on it
-    writeOwner().ignore();
-  }
+  if (!s.ok() && !had) shaped_.erase(dev(d));  // nothing of ours is on it (still recorded)
   return s;
+}
+
+Status HostRules::record(const std::string& d) {
+  MW_RETURN_IF_ERROR(ensureChains());
+  if (recorded_.count(d) != 0) return Status::Ok();
+  recorded_.insert(d);
+  return writeOwner();
 }
 
 Status HostRules::delay(const std::string& d, int ms, int jitter_ms) {
   MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
-  MW_RETURN_IF_ERROR(ensureChains());
+  MW_RETURN_IF_ERROR(record(dev(d)));
   const bool had = shaped_.count(dev(d)) != 0;
   shaped_.insert(dev(d));
-  MW_RETURN_IF_ERROR(writeOwner());
   Status s =
       runProgram({"tc", "qdisc", "replace", "dev", dev(d), "root", "handle", kQdiscHandle, "netem",
                   "delay", std::to_string(ms) + "ms", std::to_string(jitter_ms) + "ms"});
-  if (!s.ok() && !had) {
-    shaped_.erase(dev(d));  // nothing of ours is on it
-    writeOwner().ignore();
-  }
+  if (!s.ok() && !had) shaped_.erase(dev(d));  // nothing of ours is on it (still recorded)
   if (!s.ok() && (s.message().find("netem") != std::string::npos ||
                   s.message().find("qdisc kind is unknown") != std::string::npos)) {
     return Status(
@@ -212,6 +211,17 @@ Status HostRules::delay(const std::string& d, int ms, int jitter_ms) {
         "this kernel has no netem qdisc (sch_netem), so delay cannot be simulated: " + s.message());
   }
   return s;
+}
+
+Status HostRules::prepare(const std::string& d, bool delay_too) {
+  MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
+  MW_RETURN_IF_ERROR(record(dev(d)));
+  if (!delay_too || shaped_.count(dev(d)) != 0) return Status::Ok();  // shaped: left as it is
+  MW_RETURN_IF_ERROR(delay(d, 0, 0));
+  // Taken off again; failing that, it stays in shaped_ for heal() to remove.
+  MW_RETURN_IF_ERROR(runProgram({"tc", "qdisc", "del", "dev", dev(d), "root"}));
+  shaped_.erase(dev(d));
+  return Status::Ok();
 }
 
 Status HostRules::heal() {
@@ -232,7 +242,7 @@ Status HostRules::heal() {
     if (flushed) rules_ = 0;  // else counted still: the next heal() tries again
     for (const auto& chain : {in_chain_, out_chain_}) {
       keep(runProgram({"iptables", "-w", "-A", chain, "-m", "comment", "--comment",
-                       "mwchaos-owner " + owner_ + " devs=" + joined(shaped_)}));
+                       "mwchaos-owner " + owner_ + " devs=" + joined(recorded_)}));
     }
     keep(addExempt());
   }
@@ -246,9 +256,9 @@ Status HostRules::heal() {
       unhealed_.push_back("qdisc on " + d);
     }
   }
-  const bool changed = left != shaped_;
+  // The record keeps listing them (recorded_): a device listed without a qdisc of ours costs
+  // the sweep nothing, and rewriting the record is a rule replaced, which under load took seconds.
   shaped_ = std::move(left);
-  if (chains_ && changed) keep(writeOwner());
   return first;
 }
 
@@ -266,6 +276,7 @@ Status HostRules::remove() {
     }
     // A qdisc left by heal() keeps the chains' record until it goes (sweepDeadAgents then).
     chains_ = !shaped_.empty();
+    if (!chains_) recorded_.clear();  // the record went with the chains
   }
   return first;
 }

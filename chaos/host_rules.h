@@ -58,6 +58,14 @@ class HostRules {
   // Delays what `dev` sends (tc netem). kUnavailable where the kernel has no netem, and as
   // bandwidth() on a device with a root qdisc of its own.
   Status delay(const std::string& dev, int ms, int jitter_ms);
+  // Readies `dev` for bandwidth() and delay() before a run's traffic starts, so that at a fault
+  // they run one tc program and no iptables one: `dev` is checked as they check it and written
+  // into this agent's owner record now (rewriting the record replaces a rule, which took 0.9 to
+  // 3.5 s beside two busy loops and a scenario's traffic: docs/testing.md, Hunt 20). With
+  // `delay_too`, also whether delay() would work, found by doing it: a netem qdisc of 0 ms put
+  // on `dev` and taken off at once (a device this agent shapes already is left as it is). Ok,
+  // or what bandwidth() or delay() would answer (kUnavailable without netem).
+  Status prepare(const std::string& dev, bool delay_too);
   // Removes every fault rule and qdisc made (the exempt rules stay): the network is whole again.
   // What it could not remove stays counted (faultsInPlace, unhealed) and is tried again by the
   // next heal() or remove(); the first error is returned.
@@ -74,8 +82,10 @@ class HostRules {
  private:
   Status ensureChains();
   Status addExempt();
-  // Rewrites the owner record (first rule of each chain) with the devices shaped now.
+  // Rewrites the owner record (first rule of each chain) with the devices in recorded_.
   Status writeOwner();
+  // ensureChains(), and `dev` in the owner record (written when it was not there yet).
+  Status record(const std::string& dev);
   Status checkShapeable(const std::string& dev) const;
   std::string dev(const std::string& d) const { return d.empty() ? default_dev_ : d; }
 
@@ -86,7 +96,8 @@ class HostRules {
   std::string owner_;  // "pid=P start=S"
   bool chains_ = false;
   int rules_ = 0;
-  std::set<std::string> shaped_;  // devices with a qdisc of ours
+  std::set<std::string> shaped_;    // devices with a qdisc of ours
+  std::set<std::string> recorded_;  // devices the owner record lists: shaped_ and any shaped once
   std::vector<std::string> unhealed_;
 };
 

@@ -117,6 +117,11 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
             m.peers = peersOf(d.host);
             m.delay_ms = d.delay_ms;
             m.jitter_ms = d.jitter_ms;
+            if (auto it = no_netem_.find(d.host); it != no_netem_.end()) {
+              Status st = delayByFailpoint(d, f, Status(Code::kUnavailable, it->second));
+              if (st.ok()) f.note += " (netem probed before the run: " + it->second + ")";
+              return st;
+            }
             Status st = netOn(d.host, m);
             if (st.code() == Code::kUnavailable) st = delayByFailpoint(d, f, st);
             return st;
@@ -283,6 +288,22 @@ Status Run::delayByFailpoint(const Delay& d, FaultRec& f, const Status& netem) {
   f.note = "no netem in this kernel: each operation of " + roles + " delayed by " +
            std::to_string(d.delay_ms) + " ms through the mw/<backend>/delay failpoint";
   return Status::Ok();
+}
+
+void Run::prepareShaping() {
+  std::map<std::string, bool> hosts;  // host -> delayed too
+  for (const auto& a : s_.timeline) {
+    if (const auto* d = std::get_if<Delay>(&a.fault)) hosts[d->host] = true;
+    if (const auto* b = std::get_if<Bandwidth>(&a.fault)) hosts.try_emplace(b->host, false);
+  }
+  for (const auto& [host, delayed] : hosts) {
+    agent::Net m;
+    m.op = "prepare";
+    m.peers = peersOf(host);
+    m.delay_ms = delayed ? 1 : 0;
+    Status st = netOn(host, m);
+    if (delayed && st.code() == Code::kUnavailable) no_netem_[host] = st.message();
+  }
 }
 
 void Run::clearDelays() {

@@ -106,6 +106,10 @@ struct FifoCommand {
 //   "loss": each packet in and out (not loopback) dropped with probability `p`;
 //   "bandwidth": what `dev` sends capped to `rate` (tc tbf);
 //   "delay": what `dev` sends delayed by delay_ms (tc netem; kUnavailable without netem);
+//   "prepare": before a run's traffic, `dev` (or the one the route to `peers` takes) readied
+//     for "bandwidth" and "delay" faults later (chaos::HostRules::prepare): checked and written
+//     into the agent's owner record; with delay_ms > 0, also whether "delay" would work there.
+//     Ok, or kUnavailable saying why; no traffic is shaped;
 //   "heal": every rule and qdisc the agent made removed.
 struct Net {
   std::string op;

@@ -435,12 +435,80 @@ TEST_CASE("an agent refuses to replace a root qdisc someone configured, and leav
   delay.peers = bw.peers;
   a.send(delay, 3);
   CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kUnavailable);
+  agent::Net probe = delay;
+  probe.op = "prepare";
+  a.send(probe, 4);
+  const auto pr = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  CHECK(pr.code == Code::kUnavailable);
+  CHECK(pr.why.find("device eth0 has a root qdisc of its own (htb)") != std::string::npos);
   CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=
         std::string::npos);
   a.waitExit(5s);
   CHECK(a.p->exitCode() == agent::kServedLeaseLost);
   CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=
         std::string::npos);
+}
+
+TEST_CASE("an agent readies a device before the faults, and its delay probe leaves it as it was",
+          "[agent][net]") {
+  requireSimNet();
+  auto net = chaos::SimNet::create({"p1", "p2"});
+  REQUIRE(net.ok());
+  const std::string ns = (*net)->netns("p1");
+  const std::string tc = chaos::whichProgram("tc");
+  const std::string iptables = chaos::whichProgram("iptables");
+  const std::string before = outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns);
+  RawAgent a(ns);
+  a.hello(10000);  // ended by Bye, not by its lease
+  a.next<agent::HelloReply>();
+  agent::Net prepare;
+  prepare.op = "prepare";
+  prepare.delay_ms = 1;                     // a delay will be asked: is there netem?
+  prepare.peers = {(*net)->address("p2")};  // eth0, found by the route to the peer
+  a.send(prepare, 2);
+  const auto pr = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  INFO(pr.why);
+  // Where the kernel has netem (Ok) and where it has not (kUnavailable, saying so), nothing is
+  // shaped, and the owner record lists eth0 before any fault: a fault rewrites no rule.
+  CHECK((pr.code == Code::kOk || pr.why.find("no netem qdisc") != std::string::npos));
+  CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns) == before);
+  auto record = [&] {
+    const std::string rules = outputOf({iptables, "-S"}, ns);
+    const size_t at = rules.find("mwchaos-owner pid=");
+    return at == std::string::npos ? std::string() : rules.substr(at, rules.find('\n', at) - at);
+  };
+  CHECK(record().find("devs=eth0") != std::string::npos);
+  agent::Net delay = prepare;
+  delay.op = "delay";
+  delay.delay_ms = 5;
+  a.send(delay, 3);
+  const auto dr = std::get<agent::Reply>(a.next<agent::Reply>().msg);
+  CHECK(dr.code == pr.code);  // what the probe said the delay would do
+  // Preparing a device the agent shapes already changes nothing there.
+  a.send(prepare, 4);
+  CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == pr.code);
+  if (dr.code == Code::kOk) {
+    CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("netem") !=
+          std::string::npos);
+  }
+  agent::Net bw = prepare;
+  bw.op = "bandwidth";
+  bw.rate = "10mbit";
+  a.send(bw, 5);
+  CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kOk);
+  CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("tbf") !=
+        std::string::npos);
+  agent::Net heal;
+  heal.op = "heal";
+  a.send(heal, 6);
+  CHECK(std::get<agent::Reply>(a.next<agent::Reply>().msg).code == Code::kOk);
+  CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns) == before);
+  CHECK(record().find("devs=eth0") != std::string::npos);  // listed still: costs the sweep nothing
+  a.send(agent::Bye{}, 7);
+  a.waitExit(10s);
+  CHECK(a.p->exitCode() == 0);
+  CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns) == before);
+  CHECK(record().empty());
 }
 
 TEST_CASE("an agent whose clock runs 2 s ahead has its times placed on the controller's clock",
