@@ -134,9 +134,46 @@ std::string Connection::stderrText() {
   return s;
 }
 
+namespace {
+
+// Holds SIGPIPE back from the calling thread while it lives, and takes back one that a write of
+// its own raised: a write to an agent that just exited fails with EPIPE instead of ending a
+// program that did not ignore SIGPIPE (mwchaos does; a benchmark or a user's program may not).
+class SigpipeHeld {
+ public:
+  SigpipeHeld() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    ::sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeHeld() {
+    if (raised_ && !was_pending_) {
+      const timespec now{0, 0};
+      while (::sigtimedwait(&pipe_, nullptr, &now) < 0 && errno == EINTR) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeHeld(const SigpipeHeld&) = delete;
+  SigpipeHeld& operator=(const SigpipeHeld&) = delete;
+  void raised() { raised_ = true; }
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+  bool raised_ = false;
+};
+
+}  // namespace
+
 Status Connection::write(const Frame& f) {
   const std::string line = encode(f);
   std::lock_guard<std::mutex> l(write_mu_);
+  SigpipeHeld held;
   const int fd = proc_ ? proc_->stdinFd() : -1;
   if (fd < 0) return Status(Code::kUnavailable, describe(spec_) + " is gone");
   size_t off = 0;
@@ -153,8 +190,10 @@ Status Connection::write(const Frame& f) {
       ::poll(&p, 1, 100);
       continue;
     }
+    const int err = errno;
+    if (n < 0 && err == EPIPE) held.raised();
     return Status(Code::kUnavailable, describe(spec_) + ": writing to it: " +
-                                          (n < 0 ? std::strerror(errno) : "stalled for 10 s"));
+                                          (n < 0 ? std::strerror(err) : "stalled for 10 s"));
   }
   return Status::Ok();
 }

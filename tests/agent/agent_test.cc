@@ -196,6 +196,33 @@ TEST_CASE("a controller waiting on one agent reads the others through its hook",
   CHECK((*p)->signal(SIGKILL));
 }
 
+TEST_CASE("a request to an agent that died fails, and SIGPIPE does not end the program",
+          "[agent]") {
+  // This program does not ignore SIGPIPE (a benchmark's or a user's may not): a write to the
+  // dead agent's pipe must fail with EPIPE, not end it, and leave no SIGPIPE pending.
+  struct sigaction dfl {
+  }, old{};
+  dfl.sa_handler = SIG_DFL;
+  REQUIRE(::sigaction(SIGPIPE, &dfl, &old) == 0);
+  auto c = agent::Connection::start(localSpec(), 10s);
+  REQUIRE(c.ok());
+  const auto pid = static_cast<pid_t>((*c)->hello().pid);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(5ms);
+  // Its reader may see the end first; either way the request fails, naming the agent.
+  auto r = (*c)->call(agent::ClockRead{}, 2s);
+  CHECK_FALSE(r.ok());
+  INFO(r.status().message());
+  CHECK(r.status().message().find("agent") != std::string::npos);
+  CHECK_FALSE((*c)->call(agent::ClockRead{}, 2s).ok());
+  sigset_t pending;
+  sigemptyset(&pending);
+  REQUIRE(::sigpending(&pending) == 0);
+  CHECK(sigismember(&pending, SIGPIPE) == 0);
+  c->reset();
+  REQUIRE(::sigaction(SIGPIPE, &old, nullptr) == 0);
+}
+
 TEST_CASE("an agent says whether a signal ends the role before it sends it", "[agent]") {
   auto c = agent::Connection::start(localSpec(), 10s);
   REQUIRE(c.ok());
