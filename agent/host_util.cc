@@ -70,7 +70,7 @@ HelloReply helloReply(const std::string& swept) {
   h.pid = ::getpid();
   h.boot_id = firstLine("/proc/sys/kernel/random/boot_id");
   h.facts["root"] = ::geteuid() == 0 ? "yes" : "no";
-  for (const char* tool : {"iptables", "tc", "nsenter", "ip"}) {
+  for (const char* tool : {"iptables", "iptables-restore", "tc", "nsenter", "ip"}) {
     const std::string path = chaos::whichProgram(tool);
     h.facts[tool] = path.empty() ? "missing" : path;
   }

@@ -82,6 +82,10 @@ class HostRules {
  private:
   Status ensureChains();
   Status addExempt();
+  // The exempt rules, each as iptables arguments after "-w" ("-A", chain, ...).
+  std::vector<std::vector<std::string>> exemptRules() const;
+  // The owner record's comment: "mwchaos-owner pid=P start=S devs=eth0,...".
+  std::string ownerRecord() const;
   // Rewrites the owner record (first rule of each chain) with the devices in recorded_.
   Status writeOwner();
   // ensureChains(), and `dev` in the owner record (written when it was not there yet).

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -342,7 +343,7 @@ std::string onPath(const std::string& prog) {
 }
 
 Status runProgram(const std::vector<std::string>& argv, std::chrono::milliseconds limit,
-                  std::string* stdout_text) {
+                  std::string* stdout_text, const std::string& input) {
   if (argv.empty()) return Status(Code::kInvalidArgument, "runProgram: empty argv");
   std::string text;
   for (const auto& a : argv) text += (text.empty() ? "" : " ") + a;
@@ -354,6 +355,24 @@ Status runProgram(const std::vector<std::string>& argv, std::chrono::millisecond
   }
   auto p = Process::spawn(cmd);
   if (!p.ok()) return p.status();
+  if (!input.empty()) {
+    // Small (a batch of rules): written whole while the program reads it, then its end.
+    const auto until = Clock::now() + limit;
+    for (size_t off = 0; off < input.size();) {
+      const ssize_t n = ::write((*p)->stdinFd(), input.data() + off, input.size() - off);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EAGAIN && Clock::now() < until) {
+        pollfd pf{(*p)->stdinFd(), POLLOUT, 0};
+        ::poll(&pf, 1, 100);
+      } else if (!(n < 0 && errno == EINTR)) {
+        const std::string why = n < 0 ? std::strerror(errno) : "nothing written";
+        (*p)->killAndReap();
+        return Status(Code::kIoError, "'" + text + "': writing its input: " + why);
+      }
+    }
+    (*p)->closeStdin();
+  }
   std::string err, out;
   const auto started = Clock::now();
   const auto hard = started + 6 * limit;

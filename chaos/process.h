@@ -129,10 +129,11 @@ std::string onPath(const std::string& prog);
 // kTimeout (after killing it) when it runs past that, saying how long it ran, how much of that it
 // waited for a CPU or its caller was frozen, and the state it was in (R running, S sleeping, D in
 // the kernel); kUnavailable when the program is not installed. Its standard output goes to `out`
-// when given.
+// when given; `input`, when not empty, is written to its standard input, which is then closed
+// (kIoError when it cannot all be written).
 Status runProgram(const std::vector<std::string>& argv,
                   std::chrono::milliseconds limit = std::chrono::seconds(10),
-                  std::string* out = nullptr);
+                  std::string* out = nullptr, const std::string& input = {});
 
 // The time process `pid`'s main thread has spent runnable but waiting for a CPU
 // (/proc/<pid>/schedstat), and its state letter (/proc/<pid>/stat: R, S, D, ...); zero and '?'

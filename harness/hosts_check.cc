@@ -97,7 +97,7 @@ int checkHosts(const Inventory& inv, const std::string& agent_path, FILE* out) {
                  h.host.c_str(), static_cast<long long>(h.pid), h.version, h.build.c_str());
     const bool root = yes(h.facts, "root") == "yes";
     std::string tools;
-    for (const char* t : {"iptables", "tc", "nsenter"}) {
+    for (const char* t : {"iptables", "iptables-restore", "tc", "nsenter"}) {
       const std::string where = yes(h.facts, t);
       tools += std::string(tools.empty() ? "" : ", ") + t + " " +
                (where == "missing" || where == "unknown" ? "MISSING" : where);

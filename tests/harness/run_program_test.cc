@@ -69,5 +69,19 @@ TEST_CASE("a command held off the CPU is given the time it waited, and a hung on
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
 }
 
+TEST_CASE("a command is given its input, and one that does not read it still ends", "[process]") {
+  std::string out;
+  REQUIRE(runProgram({"cat"}, 10s, &out, "-F CHAIN\nCOMMIT\n").ok());
+  CHECK(out == "-F CHAIN\nCOMMIT\n");
+  // 1 MiB to a program that reads none of it: the writing ends at the limit, and so does the
+  // program; never a hang.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = runProgram({"sleep", "30"}, 2s, nullptr, std::string(1 << 20, 'x'));
+  CHECK_FALSE(s.ok());
+  INFO(s.message());
+  CHECK(s.message().find("writing its input") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
 }  // namespace
 }  // namespace mw::chaos
