@@ -313,6 +313,7 @@ Status Server::net(const Net& m) {
     rules_ = std::make_unique<chaos::HostRules>(exempt_, options_.default_dev, controlPeer());
   if (m.op == "cut") return rules_->cut(m.peers, m.loud);
   if (m.op == "loss") return rules_->loss(m.p);
+  if (m.op == "ready") return rules_->ready();
   // The device shaped: the fault's, else --dev's, else the one the route to the peers takes.
   std::string dev = !m.dev.empty() ? m.dev : options_.default_dev;
   for (size_t i = 0; dev.empty() && i < m.peers.size(); ++i) dev = routeDevice(m.peers[i]);

@@ -101,59 +101,72 @@ std::vector<std::vector<std::string>> HostRules::exemptRules() const {
   return out;
 }
 
-Status HostRules::addExempt() {
-  for (auto rule : exemptRules()) {
-    rule.insert(rule.begin(), {"iptables", "-w"});
-    MW_RETURN_IF_ERROR(runProgram(rule));
-  }
-  return Status::Ok();
-}
-
 std::string HostRules::ownerRecord() const {
   return "mwchaos-owner " + owner_ + " devs=" + joined(recorded_);
 }
 
-Status HostRules::writeOwner() {
-  const std::string record = ownerRecord();
-  for (const auto& chain : {in_chain_, out_chain_}) {
-    MW_RETURN_IF_ERROR(
-        runProgram({"iptables", "-w", "-R", chain, "1", "-m", "comment", "--comment", record}));
+std::string HostRules::restoreLine(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) {
+    out += out.empty() ? "" : " ";
+    out += a.find(' ') == std::string::npos ? a : "\"" + a + "\"";
   }
-  return Status::Ok();
+  return out;
+}
+
+Status HostRules::restore(const std::vector<std::string>& lines) {
+  std::string batch = "*filter\n";
+  for (const auto& l : lines) batch += l + "\n";
+  batch += "COMMIT\n";
+  return runProgram({"iptables-restore", "-w", "--noflush"}, 10s, nullptr, batch);
+}
+
+Status HostRules::writeOwner() {
+  std::vector<std::string> lines;
+  for (const auto& chain : {in_chain_, out_chain_}) {
+    lines.push_back(restoreLine({"-R", chain, "1", "-m", "comment", "--comment", ownerRecord()}));
+  }
+  return restore(lines);
 }
 
 Status HostRules::ensureChains() {
   if (chains_) return Status::Ok();
-  // Set first: remove() then undoes whatever part of this was made, should a step fail.
-  chains_ = true;
-  for (const auto& [chain, hook] :
-       {std::pair{in_chain_, "INPUT"}, std::pair{out_chain_, "OUTPUT"}}) {
-    // A chain left by an agent of the same pid that died: flushed and used again.
-    if (!runProgram({"iptables", "-w", "-N", chain}).ok()) {
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-F", chain}));
-    }
-    // The owner record first: a chain of ours is never without one once it has rules.
-    MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-A", chain, "-m", "comment", "--comment",
-                                   "mwchaos-owner " + owner_ + " devs="}));
-    MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-I", hook, "1", "-j", chain}));
+  // One transaction: the chains with their owner record first and their exempt rules, and the
+  // jumps to them, all or nothing (an agent killed while it runs leaves no chain without its
+  // record). A chain left by an agent of the same pid that died is emptied and used again
+  // (declaring a chain that exists flushes it).
+  std::vector<std::string> lines;
+  for (const auto& chain : {in_chain_, out_chain_}) lines.push_back(":" + chain + " - [0:0]");
+  for (const auto& chain : {in_chain_, out_chain_}) {
+    lines.push_back(restoreLine({"-A", chain, "-m", "comment", "--comment", ownerRecord()}));
   }
-  return addExempt();
+  for (const auto& rule : exemptRules()) lines.push_back(restoreLine(rule));
+  lines.push_back(restoreLine({"-I", "INPUT", "1", "-j", in_chain_}));
+  lines.push_back(restoreLine({"-I", "OUTPUT", "1", "-j", out_chain_}));
+  Status s = restore(lines);
+  // Failed, or killed at its limit after the kernel took it: whether the chains are there.
+  chains_ = s.ok() || runProgram({"iptables", "-w", "-S", in_chain_}).ok();
+  return s;
 }
+
+Status HostRules::ready() { return ensureChains(); }
 
 Status HostRules::cut(const std::vector<std::string>& peers, bool loud) {
   MW_RETURN_IF_ERROR(ensureChains());
+  // One transaction: every peer is cut in the same instant, or none is.
+  std::vector<std::string> lines;
   for (const auto& to : peers) {
     if (loud) {
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-A", out_chain_, "-d", to, "-p", "tcp",
-                                     "-j", "REJECT", "--reject-with", "tcp-reset"}));
-      ++rules_;
-      MW_RETURN_IF_ERROR(
-          runProgram({"iptables", "-w", "-A", out_chain_, "-d", to, "-j", "REJECT"}));
+      lines.push_back(restoreLine(
+          {"-A", out_chain_, "-d", to, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"}));
+      lines.push_back(restoreLine({"-A", out_chain_, "-d", to, "-j", "REJECT"}));
     } else {
-      MW_RETURN_IF_ERROR(runProgram({"iptables", "-w", "-A", out_chain_, "-d", to, "-j", "DROP"}));
+      lines.push_back(restoreLine({"-A", out_chain_, "-d", to, "-j", "DROP"}));
     }
-    ++rules_;
   }
+  if (lines.empty()) return Status::Ok();
+  MW_RETURN_IF_ERROR(restore(lines));
+  rules_ += static_cast<int>(lines.size());
   return Status::Ok();
 }
 
@@ -161,14 +174,13 @@ Status HostRules::loss(double p) {
   MW_RETURN_IF_ERROR(ensureChains());
   char prob[32];
   std::snprintf(prob, sizeof(prob), "%.4f", p);
-  MW_RETURN_IF_ERROR(
-      runProgram({"iptables", "-w", "-A", in_chain_, "!", "-i", "lo", "-m", "statistic", "--mode",
-                  "random", "--probability", prob, "-j", "DROP"}));
-  ++rules_;
-  MW_RETURN_IF_ERROR(
-      runProgram({"iptables", "-w", "-A", out_chain_, "!", "-o", "lo", "-m", "statistic", "--mode",
-                  "random", "--probability", prob, "-j", "DROP"}));
-  ++rules_;
+  MW_RETURN_IF_ERROR(restore({
+      restoreLine({"-A", in_chain_, "!", "-i", "lo", "-m", "statistic", "--mode", "random",
+                   "--probability", prob, "-j", "DROP"}),
+      restoreLine({"-A", out_chain_, "!", "-o", "lo", "-m", "statistic", "--mode", "random",
+                   "--probability", prob, "-j", "DROP"}),
+  }));
+  rules_ += 2;
   return Status::Ok();
 }
 
@@ -250,17 +262,13 @@ Status HostRules::heal() {
     // the second flush began only when the first program had ended, and beside busy CPUs that
     // end waited up to 3.5 s on the kernel: a partition's DROP rules stayed in force that long
     // after the heal was sent (docs/testing.md, Hunt 21).
-    std::string batch = "*filter\n";
-    for (const auto& chain : {in_chain_, out_chain_}) batch += "-F " + chain + "\n";
+    std::vector<std::string> lines;
+    for (const auto& chain : {in_chain_, out_chain_}) lines.push_back("-F " + chain);
     for (const auto& chain : {in_chain_, out_chain_}) {
-      batch += "-A " + chain + " -m comment --comment \"" + ownerRecord() + "\"\n";
+      lines.push_back(restoreLine({"-A", chain, "-m", "comment", "--comment", ownerRecord()}));
     }
-    for (const auto& rule : exemptRules()) {
-      for (size_t i = 0; i < rule.size(); ++i) batch += (i == 0 ? "" : " ") + rule[i];
-      batch += "\n";
-    }
-    batch += "COMMIT\n";
-    if (keep(runProgram({"iptables-restore", "-w", "--noflush"}, 10s, nullptr, batch))) {
+    for (const auto& rule : exemptRules()) lines.push_back(restoreLine(rule));
+    if (keep(restore(lines))) {
       rules_ = 0;
     } else {  // nothing of it was done: counted still, the next heal() tries again
       for (const auto& chain : {in_chain_, out_chain_}) unhealed_.push_back("rules in " + chain);

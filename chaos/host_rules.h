@@ -9,8 +9,11 @@
 // srun: the inventory's exempt ports), ahead of every fault rule: a fault never cuts the agent off
 // from its controller, nor a node from its scheduler, and the host's own rules still judge that
 // traffic (RETURN, not ACCEPT). Its qdiscs carry the handle 4d57: ("MW"), so that they are known
-// as an agent's. iptables runs with -w (it waits for the xtables lock). The chains are made at the
-// first fault, so a run without network faults needs no iptables.
+// as an agent's. Rules are written in iptables-restore transactions (--noflush, -w: it waits for
+// the xtables lock): a fault's rules all take effect in the same instant, or none does, and one
+// program runs per fault (an iptables program's end waited up to 3.5 s on the kernel beside busy
+// CPUs: docs/testing.md, Hunts 20 to 23). The chains are made by ready() or at the first fault,
+// so a run without network faults needs no iptables.
 //
 // An agent that dies (SIGKILL, the OOM killer, a crash) leaves its chains and qdiscs in force;
 // sweepDeadAgents(), which every agent runs when it starts and `mwchaos hosts check`/`clean` run
@@ -46,8 +49,11 @@ class HostRules {
   HostRules(const HostRules&) = delete;
   HostRules& operator=(const HostRules&) = delete;
 
+  // Makes this agent's chains (owner record, exempt rules, jumps) now, before a run's traffic,
+  // so that a cut() or loss() later runs one program that only adds its rules. Idempotent.
+  Status ready();
   // Drops what this host sends to `peers` (addresses), or rejects it when `loud` (TCP gets a
-  // reset, anything else ICMP port unreachable).
+  // reset, anything else ICMP port unreachable): every peer in one transaction.
   Status cut(const std::vector<std::string>& peers, bool loud);
   // Drops each packet in and out (loopback excepted) with probability `p` (iptables statistic).
   Status loss(double p);
@@ -81,7 +87,10 @@ class HostRules {
 
  private:
   Status ensureChains();
-  Status addExempt();
+  // One iptables-restore --noflush transaction of `lines` in the filter table.
+  static Status restore(const std::vector<std::string>& lines);
+  // iptables arguments as one line of it, a word with a space in it quoted.
+  static std::string restoreLine(const std::vector<std::string>& args);
   // The exempt rules, each as iptables arguments after "-w" ("-A", chain, ...).
   std::vector<std::vector<std::string>> exemptRules() const;
   // The owner record's comment: "mwchaos-owner pid=P start=S devs=eth0,...".

@@ -124,7 +124,7 @@ void Run::prepare() {
       }
     }
   }
-  prepareShaping();
+  prepareNetwork();
   // Every world of this run gets this run's random token: other local processes cannot join
   // or disturb them. It reaches the workers in their environment, never on a command line.
   auto token = mw::randomStoreToken();

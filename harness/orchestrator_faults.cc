@@ -112,16 +112,17 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
             return netOn(b.host, m);
           },
           [&](const Delay& d) {
+            if (auto it = no_netem_.find(d.host); it != no_netem_.end()) {
+              // Known before the run (prepareNetwork): the note says "no netem" once.
+              Status st = delayByFailpoint(d, f, Status(Code::kUnavailable, it->second));
+              if (st.ok()) f.note += " (found when the host was readied, before the run)";
+              return st;
+            }
             agent::Net m;
             m.op = "delay";
             m.peers = peersOf(d.host);
             m.delay_ms = d.delay_ms;
             m.jitter_ms = d.jitter_ms;
-            if (auto it = no_netem_.find(d.host); it != no_netem_.end()) {
-              Status st = delayByFailpoint(d, f, Status(Code::kUnavailable, it->second));
-              if (st.ok()) f.note += " (netem probed before the run: " + it->second + ")";
-              return st;
-            }
             Status st = netOn(d.host, m);
             if (st.code() == Code::kUnavailable) st = delayByFailpoint(d, f, st);
             return st;
@@ -290,19 +291,31 @@ Status Run::delayByFailpoint(const Delay& d, FaultRec& f, const Status& netem) {
   return Status::Ok();
 }
 
-void Run::prepareShaping() {
-  std::map<std::string, bool> hosts;  // host -> delayed too
+void Run::prepareNetwork() {
+  std::map<std::string, bool> shaped;  // host -> delayed too
+  std::set<std::string> cut;           // hosts a partition or a loss writes rules on
   for (const auto& a : s_.timeline) {
-    if (const auto* d = std::get_if<Delay>(&a.fault)) hosts[d->host] = true;
-    if (const auto* b = std::get_if<Bandwidth>(&a.fault)) hosts.try_emplace(b->host, false);
+    if (const auto* d = std::get_if<Delay>(&a.fault)) shaped[d->host] = true;
+    if (const auto* b = std::get_if<Bandwidth>(&a.fault)) shaped.try_emplace(b->host, false);
+    if (const auto* l = std::get_if<Loss>(&a.fault)) cut.insert(l->host);
+    if (const auto* p = std::get_if<Partition>(&a.fault)) {
+      cut.insert(p->a.begin(), p->a.end());
+      if (!p->oneway) cut.insert(p->b.begin(), p->b.end());
+    }
   }
-  for (const auto& [host, delayed] : hosts) {
+  for (const auto& [host, delayed] : shaped) {
     agent::Net m;
-    m.op = "prepare";
+    m.op = "prepare";  // the chains too
     m.peers = peersOf(host);
     m.delay_ms = delayed ? 1 : 0;
     Status st = netOn(host, m);
     if (delayed && st.code() == Code::kUnavailable) no_netem_[host] = st.message();
+  }
+  for (const auto& host : cut) {
+    if (shaped.count(host) != 0) continue;
+    agent::Net m;
+    m.op = "ready";
+    netOn(host, m).ignore();  // an error is met again, and reported, by the fault itself
   }
 }
 

@@ -187,9 +187,12 @@ class Run {
   // (Net "prepare": the device checked and in the agent's owner record), so that the fault at its
   // time runs one tc program and no iptables one; for a delay, whether netem works there too:
   // where it does not, the fault goes straight to delayByFailpoint (no_netem_) instead of trying
-  // netem then, which took 0.78 s beside two busy loops. An error is left for the fault itself
-  // to meet and report.
-  void prepareShaping();
+  // netem then, which took 0.78 s beside two busy loops. The agent of each host a partition or a
+  // loss writes rules on makes its chains (Net "ready"), so that the fault is one iptables-restore
+  // program: made at the fault, the chains were about ten programs, each of which could wait
+  // seconds on the kernel beside busy CPUs (docs/testing.md, Hunt 23). An error is left for the
+  // fault itself to meet and report.
+  void prepareNetwork();
 
   void clearDelays();
 
@@ -228,7 +231,7 @@ class Run {
   std::set<std::string> ended_steps_;  // hosts whose agent's Slurm step scancel_step ended
   std::map<std::string, std::string> worker_paths_;          // host -> mw_worker there
   std::vector<std::pair<std::string, std::string>> delays_;  // role, delay failpoint enabled
-  std::map<std::string, std::string> no_netem_;  // host -> why delay has no netem (prepareShaping)
+  std::map<std::string, std::string> no_netem_;  // host -> why delay has no netem (prepareNetwork)
   std::map<std::string, EventKind> state_;       // world/role -> last event kind
   std::map<std::string, double> last_bytes_;     // world/role -> last window's bytes
   std::set<std::string> hung_;

@@ -305,8 +305,8 @@ void check(const FifoCommand& m) {
 }
 void check(const Net& m) {
   if (m.op != "cut" && m.op != "loss" && m.op != "bandwidth" && m.op != "delay" &&
-      m.op != "prepare" && m.op != "heal") {
-    refuse("net", "op '" + m.op + "' is none of cut, loss, bandwidth, delay, prepare, heal");
+      m.op != "prepare" && m.op != "ready" && m.op != "heal") {
+    refuse("net", "op '" + m.op + "' is none of cut, loss, bandwidth, delay, prepare, ready, heal");
   }
   if (!(m.p >= 0 && m.p <= 1)) refuse("net", "p is not in 0..1");
   if (m.delay_ms < 0 || m.jitter_ms < 0) refuse("net", "delay_ms and jitter_ms must be >= 0");

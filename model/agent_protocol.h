@@ -102,7 +102,7 @@ struct FifoCommand {
   int timeout_ms = 1000;
 };
 // A network fault on this host, as firewall rules and qdiscs the agent owns:
-//   "cut": traffic to `peers` (addresses) dropped, or rejected when `loud`;
+//   "cut": traffic to `peers` (addresses) dropped, or rejected when `loud`, all in one instant;
 //   "loss": each packet in and out (not loopback) dropped with probability `p`;
 //   "bandwidth": what `dev` sends capped to `rate` (tc tbf);
 //   "delay": what `dev` sends delayed by delay_ms (tc netem; kUnavailable without netem);
@@ -110,6 +110,8 @@ struct FifoCommand {
 //     for "bandwidth" and "delay" faults later (chaos::HostRules::prepare): checked and written
 //     into the agent's owner record; with delay_ms > 0, also whether "delay" would work there.
 //     Ok, or kUnavailable saying why; no traffic is shaped;
+//   "ready": before a run's traffic, the agent's chains made (chaos::HostRules::ready), so
+//     that a "cut" or "loss" later is one program adding its rules; nothing is cut;
 //   "heal": every rule and qdisc the agent made removed.
 struct Net {
   std::string op;

@@ -93,7 +93,8 @@ TEST_CASE("a malformed agent frame is refused naming what is wrong", "[agent]") 
         "agent frame: output: stream is not 1, 2 or 3");
   CHECK(why(R"({"t":"net","id":1,"op":"melt","peers":[],"loud":false,"p":0,"rate":"",)"
             R"("delay_ms":0,"jitter_ms":0,"dev":""})") ==
-        "agent frame: net: op 'melt' is none of cut, loss, bandwidth, delay, prepare, heal");
+        "agent frame: net: op 'melt' is none of cut, loss, bandwidth, delay, prepare, ready, "
+        "heal");
   CHECK(why(R"({"t":"net","id":1,"op":"loss","peers":[1],"loud":false,"p":0,"rate":"",)"
             R"("delay_ms":0,"jitter_ms":0,"dev":""})") ==
         "agent frame: net: field 'peers' is not an array of strings");
