@@ -43,7 +43,9 @@
 # The table printed at the end (and by --table alone) counts runs, failures and reruns per test
 # over the whole file. Logs and JUnit files go to OUT (build/flake-hunt unless given). A rerun
 # is what tests/run_scenario.sh did for an inconclusive verdict (mwchaos prints "RERUN ..."); it
-# is counted, never hidden. A failing test is a bug to find: its output is kept in OUT/failures/.
+# is counted, never hidden. A failing test is a bug to find: its output is kept in OUT/failures/,
+# and a failed scenario's report folder (report.json, the HTML timeline) in
+# OUT/failures/reports-runN/NAME-PID (MW_KEEP_FAILED_REPORTS, tests/run_scenario.sh).
 # Exit: 0 no failure in this invocation, 1 a test failed, 2 usage.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -242,6 +244,7 @@ torch2="$here/build/torch2-env"
 for ((i = first; i < first + runs; i++)); do
   start_hogs
   echo "== run $i ($load, $set) $(date +%T)"
+  export MW_KEEP_FAILED_REPORTS="$out/failures/reports-run$i"
   if [ "$set" = gate ]; then
     # Two at a time, as the gate runs them (RUN_SERIAL scripts alone), beside the load.
     ctest_run "$i" plain "$build" -j 2 -LE '^quarantine$'
