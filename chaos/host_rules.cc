@@ -153,15 +153,21 @@ Status HostRules::ready() { return ensureChains(); }
 
 Status HostRules::cut(const std::vector<std::string>& peers, bool loud) {
   MW_RETURN_IF_ERROR(ensureChains());
-  // One transaction: every peer is cut in the same instant, or none is.
+  // One transaction: every peer is cut in the same instant, or none is. Each rule goes after the
+  // one before it (slot + k), so that a loud cut's TCP reset comes ahead of its other REJECT.
   std::vector<std::string> lines;
+  auto add = [&](std::vector<std::string> match, std::vector<std::string> target) {
+    std::vector<std::string> rule = {"-I", out_chain_, faultSlot(static_cast<int>(lines.size()))};
+    rule.insert(rule.end(), match.begin(), match.end());
+    rule.insert(rule.end(), target.begin(), target.end());
+    lines.push_back(restoreLine(rule));
+  };
   for (const auto& to : peers) {
     if (loud) {
-      lines.push_back(restoreLine(
-          {"-A", out_chain_, "-d", to, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"}));
-      lines.push_back(restoreLine({"-A", out_chain_, "-d", to, "-j", "REJECT"}));
+      add({"-d", to, "-p", "tcp"}, {"-j", "REJECT", "--reject-with", "tcp-reset"});
+      add({"-d", to}, {"-j", "REJECT"});
     } else {
-      lines.push_back(restoreLine({"-A", out_chain_, "-d", to, "-j", "DROP"}));
+      add({"-d", to}, {"-j", "DROP"});
     }
   }
   if (lines.empty()) return Status::Ok();
@@ -175,10 +181,10 @@ Status HostRules::loss(double p) {
   char prob[32];
   std::snprintf(prob, sizeof(prob), "%.4f", p);
   MW_RETURN_IF_ERROR(restore({
-      restoreLine({"-A", in_chain_, "!", "-i", "lo", "-m", "statistic", "--mode", "random",
-                   "--probability", prob, "-j", "DROP"}),
-      restoreLine({"-A", out_chain_, "!", "-o", "lo", "-m", "statistic", "--mode", "random",
-                   "--probability", prob, "-j", "DROP"}),
+      restoreLine({"-I", in_chain_, faultSlot(), "!", "-i", "lo", "-m", "statistic", "--mode",
+                   "random", "--probability", prob, "-j", "DROP"}),
+      restoreLine({"-I", out_chain_, faultSlot(), "!", "-o", "lo", "-m", "statistic", "--mode",
+                   "random", "--probability", prob, "-j", "DROP"}),
   }));
   rules_ += 2;
   return Status::Ok();
@@ -257,17 +263,17 @@ Status HostRules::heal() {
     return s.ok();
   };
   if (chains_ && rules_ > 0) {
-    // One transaction (iptables-restore): every fault rule goes at once, and the chains have
-    // their owner record and exempt rules again in the same instant. Flushed a chain a program,
-    // the second flush began only when the first program had ended, and beside busy CPUs that
-    // end waited up to 3.5 s on the kernel: a partition's DROP rules stayed in force that long
-    // after the heal was sent (docs/testing.md, Hunt 21).
+    // The fault rules are put out of force, not deleted: a RETURN (comment "mwchaos-healed") goes
+    // into each chain's fault slot, ahead of them, both in one transaction. Deleting or replacing
+    // a rule is what waits on the kernel: a heal that flushed the chains took 1.7 s beside busy
+    // CPUs, and a 300 ms partition lasted 2 s (docs/testing.md, Hunt 23); adding one takes
+    // milliseconds. Later faults go into the slot ahead of it, and the rules behind it, which no
+    // packet reaches, go with the chains (remove()).
     std::vector<std::string> lines;
-    for (const auto& chain : {in_chain_, out_chain_}) lines.push_back("-F " + chain);
     for (const auto& chain : {in_chain_, out_chain_}) {
-      lines.push_back(restoreLine({"-A", chain, "-m", "comment", "--comment", ownerRecord()}));
+      lines.push_back(restoreLine({"-I", chain, faultSlot(), "-m", "comment", "--comment",
+                                   "mwchaos-healed", "-j", "RETURN"}));
     }
-    for (const auto& rule : exemptRules()) lines.push_back(restoreLine(rule));
     if (keep(restore(lines))) {
       rules_ = 0;
     } else {  // nothing of it was done: counted still, the next heal() tries again

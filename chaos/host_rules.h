@@ -72,7 +72,9 @@ class HostRules {
   // on `dev` and taken off at once (a device this agent shapes already is left as it is). Ok,
   // or what bandwidth() or delay() would answer (kUnavailable without netem).
   Status prepare(const std::string& dev, bool delay_too);
-  // Removes every fault rule and qdisc made (the exempt rules stay): the network is whole again.
+  // Puts every fault rule out of force (a RETURN ahead of them, comment "mwchaos-healed": only
+  // added, since deleting waits on the kernel) and removes every qdisc made: the network is whole
+  // again. The rules behind the RETURN stay, reached by no packet, until remove().
   // What it could not remove stays counted (faultsInPlace, unhealed) and is tried again by the
   // next heal() or remove(); the first error is returned.
   Status heal();
@@ -101,6 +103,10 @@ class HostRules {
   Status record(const std::string& dev);
   Status checkShapeable(const std::string& dev) const;
   std::string dev(const std::string& d) const { return d.empty() ? default_dev_ : d; }
+  // Where a fault rule, or a heal's RETURN, is inserted in each chain: after the owner record
+  // and the exempt rules (two per range), ahead of every rule of earlier faults; `k` places the
+  // k-th rule of one transaction after the ones before it.
+  std::string faultSlot(int k = 0) const { return std::to_string(2 + 2 * exempt_.size() + k); }
 
   std::vector<std::pair<int, int>> exempt_;
   std::string default_dev_;

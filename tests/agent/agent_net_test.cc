@@ -181,7 +181,7 @@ TEST_CASE("an agent readies a device before the faults, and its delay probe leav
   CHECK(record().empty());
 }
 
-TEST_CASE("an agent readies its chains before the faults, and a cut is one transaction",
+TEST_CASE("an agent readies its chains before the faults, a cut is one transaction, a heal adds",
           "[agent][net]") {
   requireSimNet();
   auto net = chaos::SimNet::create({"c1", "c2", "c3"});
@@ -208,8 +208,8 @@ TEST_CASE("an agent readies its chains before the faults, and a cut is one trans
   const std::string pid = std::to_string(a.p->pid());
   CHECK(readied.find("-A INPUT -j MWCHAOS-IN-" + pid) != std::string::npos);
   CHECK(readied.find("-A OUTPUT -j MWCHAOS-OUT-" + pid) != std::string::npos);
-  CHECK(readied.find("-A MWCHAOS-OUT-" + pid + " -m comment --comment \"mwchaos-owner pid=" +
-                     pid) != std::string::npos);
+  CHECK(readied.find("-A MWCHAOS-OUT-" + pid +
+                     " -m comment --comment \"mwchaos-owner pid=" + pid) != std::string::npos);
   CHECK(readied.find("--dport 2222 -j RETURN") != std::string::npos);
   CHECK(readied.find("-j DROP") == std::string::npos);
   CHECK(reply(ready, 3).code == Code::kOk);  // again: nothing changes
@@ -229,11 +229,34 @@ TEST_CASE("an agent readies its chains before the faults, and a cut is one trans
     CHECK(during.find("-d " + (*net)->address(peer) + "/32 -j DROP") != std::string::npos);
     CHECK(during.find("--dport 2222 -j RETURN") < during.find("-j DROP"));
   }
+  // A heal only adds: a RETURN after the exempt rules, ahead of every fault rule, in each chain.
   agent::Net heal;
   heal.op = "heal";
   CHECK(reply(heal, 6).code == Code::kOk);
-  CHECK(outputOf({iptables, "-S"}, ns) == readied);
-  a.send(agent::Bye{}, 7);
+  const std::string healed_rule = " -m comment --comment mwchaos-healed -j RETURN";
+  const std::string out_return = "-A MWCHAOS-OUT-" + pid + healed_rule;
+  const std::string healed = outputOf({iptables, "-S"}, ns);
+  INFO(healed);
+  CHECK(healed.find("-A MWCHAOS-IN-" + pid + healed_rule) != std::string::npos);
+  CHECK(healed.find(out_return) != std::string::npos);
+  CHECK(healed.find("--sport 2222 -j RETURN") < healed.find(out_return));
+  CHECK(healed.find(out_return) < healed.find("-j DROP"));
+  // The next fault goes ahead of that RETURN (in force), and the next heal ahead of it again.
+  cut.peers = {(*net)->address("c3")};
+  CHECK(reply(cut, 7).code == Code::kOk);
+  const std::string again = outputOf({iptables, "-S"}, ns);
+  CHECK(again.find("-d " + (*net)->address("c3") + "/32 -j DROP") < again.find(out_return));
+  CHECK(again.find("--sport 2222 -j RETURN") < again.find("-j DROP"));
+  CHECK(reply(heal, 8).code == Code::kOk);
+  const std::string twice = outputOf({iptables, "-S"}, ns);
+  CHECK(twice.find(out_return) < twice.find("-j DROP"));
+  // A loud cut: TCP reset ahead of the ICMP reject, which would answer TCP too.
+  cut.loud = true;
+  CHECK(reply(cut, 9).code == Code::kOk);
+  const std::string loud = outputOf({iptables, "-S"}, ns);
+  CHECK(loud.find("--reject-with tcp-reset") < loud.find("--reject-with icmp-port-unreachable"));
+  CHECK(loud.find("--reject-with icmp-port-unreachable") < loud.find(out_return));
+  a.send(agent::Bye{}, 10);
   a.waitExit(10s);
   CHECK(a.p->exitCode() == 0);
   CHECK(outputOf({iptables, "-S"}, ns) == before);
