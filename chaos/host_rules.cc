@@ -109,7 +109,16 @@ std::string HostRules::restoreLine(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) {
     out += out.empty() ? "" : " ";
-    out += a.find(' ') == std::string::npos ? a : "\"" + a + "\"";
+    if (!a.empty() && a.find_first_of(" \t\"\\'") == std::string::npos) {
+      out += a;
+      continue;
+    }
+    out += '"';  // iptables-restore reads \" and \\ inside quotes as the character itself
+    for (char c : a) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
   }
   return out;
 }
@@ -129,7 +138,7 @@ Status HostRules::writeOwner() {
   return restore(lines);
 }
 
-Status HostRules::ensureChains() {
+Status HostRules::ready() {
   if (chains_) return Status::Ok();
   // One transaction: the chains with their owner record first and their exempt rules, and the
   // jumps to them, all or nothing (an agent killed while it runs leaves no chain without its
@@ -149,10 +158,8 @@ Status HostRules::ensureChains() {
   return s;
 }
 
-Status HostRules::ready() { return ensureChains(); }
-
 Status HostRules::cut(const std::vector<std::string>& peers, bool loud) {
-  MW_RETURN_IF_ERROR(ensureChains());
+  MW_RETURN_IF_ERROR(ready());
   // One transaction: every peer is cut in the same instant, or none is. Each rule goes after the
   // one before it (slot + k), so that a loud cut's TCP reset comes ahead of its other REJECT.
   std::vector<std::string> lines;
@@ -177,7 +184,7 @@ Status HostRules::cut(const std::vector<std::string>& peers, bool loud) {
 }
 
 Status HostRules::loss(double p) {
-  MW_RETURN_IF_ERROR(ensureChains());
+  MW_RETURN_IF_ERROR(ready());
   char prob[32];
   std::snprintf(prob, sizeof(prob), "%.4f", p);
   MW_RETURN_IF_ERROR(restore({
@@ -220,7 +227,7 @@ Status HostRules::bandwidth(const std::string& d, const std::string& rate) {
 }
 
 Status HostRules::record(const std::string& d) {
-  MW_RETURN_IF_ERROR(ensureChains());
+  MW_RETURN_IF_ERROR(ready());
   if (recorded_.count(d) != 0) return Status::Ok();
   recorded_.insert(d);
   return writeOwner();
@@ -245,6 +252,7 @@ Status HostRules::delay(const std::string& d, int ms, int jitter_ms) {
 }
 
 Status HostRules::prepare(const std::string& d, bool delay_too) {
+  MW_RETURN_IF_ERROR(ready());  // whatever `dev` answers: a cut or loss later needs only its rules
   MW_RETURN_IF_ERROR(checkShapeable(dev(d)));
   MW_RETURN_IF_ERROR(record(dev(d)));
   if (!delay_too || shaped_.count(dev(d)) != 0) return Status::Ok();  // shaped: left as it is

@@ -50,7 +50,8 @@ class HostRules {
   HostRules& operator=(const HostRules&) = delete;
 
   // Makes this agent's chains (owner record, exempt rules, jumps) now, before a run's traffic,
-  // so that a cut() or loss() later runs one program that only adds its rules. Idempotent.
+  // so that a cut() or loss() later runs one program that only adds its rules. Idempotent; every
+  // fault, and prepare(), calls it first. On failure it is tried again by the next call.
   Status ready();
   // Drops what this host sends to `peers` (addresses), or rejects it when `loud` (TCP gets a
   // reset, anything else ICMP port unreachable): every peer in one transaction.
@@ -70,7 +71,8 @@ class HostRules {
   // 3.5 s beside two busy loops and a scenario's traffic: docs/testing.md, Hunt 20). With
   // `delay_too`, also whether delay() would work, found by doing it: a netem qdisc of 0 ms put
   // on `dev` and taken off at once (a device this agent shapes already is left as it is). Ok,
-  // or what bandwidth() or delay() would answer (kUnavailable without netem).
+  // or what bandwidth() or delay() would answer (kUnavailable without netem). The chains are
+  // made first (ready()), whatever `dev` answers.
   Status prepare(const std::string& dev, bool delay_too);
   // Puts every fault rule out of force (a RETURN ahead of them, comment "mwchaos-healed": only
   // added, since deleting waits on the kernel) and removes every qdisc made: the network is whole
@@ -88,10 +90,11 @@ class HostRules {
   const std::vector<std::string>& unhealed() const { return unhealed_; }
 
  private:
-  Status ensureChains();
   // One iptables-restore --noflush transaction of `lines` in the filter table.
   static Status restore(const std::vector<std::string>& lines);
-  // iptables arguments as one line of it, a word with a space in it quoted.
+  // iptables arguments as one line of it: a word that is empty or holds a space, tab, quote or
+  // backslash is quoted, its quotes and backslashes escaped. (The agent protocol refuses such
+  // peers, devices and rates; this keeps any other word one word.)
   static std::string restoreLine(const std::vector<std::string>& args);
   // The exempt rules, each as iptables arguments after "-w" ("-A", chain, ...).
   std::vector<std::vector<std::string>> exemptRules() const;
@@ -99,7 +102,7 @@ class HostRules {
   std::string ownerRecord() const;
   // Rewrites the owner record (first rule of each chain) with the devices in recorded_.
   Status writeOwner();
-  // ensureChains(), and `dev` in the owner record (written when it was not there yet).
+  // ready(), and `dev` in the owner record (written when it was not there yet).
   Status record(const std::string& dev);
   Status checkShapeable(const std::string& dev) const;
   std::string dev(const std::string& d) const { return d.empty() ? default_dev_ : d; }

@@ -152,8 +152,7 @@ void hostProblems(const Inventory& inv, std::vector<std::string>* out) {
                        "first a program, not an option)");
       }
     }
-    if (!h.dev.empty() && (h.dev.size() > 15 || !onlyChars(h.dev, "_.-") || h.dev == "." ||
-                           h.dev == ".." || h.dev[0] == '-')) {
+    if (!h.dev.empty() && !isInterfaceName(h.dev)) {
       out->push_back(path + ".dev: " + quoted(h.dev) +
                      " is no interface name (1 to 15 letters, digits, _ . -)");
     }
@@ -194,6 +193,11 @@ std::string joined(const std::vector<std::string>& names) {
 Status invalid(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
 
 }  // namespace
+
+bool isInterfaceName(std::string_view dev) {
+  return !dev.empty() && dev.size() <= 15 && onlyChars(dev, "_.-") && dev != "." && dev != ".." &&
+         dev[0] != '-';
+}
 
 const char* launcherName(Launcher l) {
   switch (l) {

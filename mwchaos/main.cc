@@ -491,6 +491,10 @@ int agentMain(int argc, char** argv) {
       stdio = true;
     } else if (a == "--dev" && i + 1 < argc) {
       o.default_dev = argv[++i];
+      if (!mw::harness::isInterfaceName(o.default_dev)) {
+        return usageError("agent: --dev '" + o.default_dev +
+                          "' is no interface name (1 to 15 letters, digits, _ . -)");
+      }
     } else {
       return usageError("agent: unknown option '" + a + "' (agent takes --stdio and --dev IF)");
     }

@@ -113,10 +113,16 @@ TEST_CASE("an agent refuses to replace a root qdisc someone configured, and leav
   CHECK(pr.why.find("device eth0 has a root qdisc of its own (htb)") != std::string::npos);
   CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=
         std::string::npos);
+  // Refused for shaping, the host is readied for a cut or a loss all the same: its chains are made.
+  const std::string iptables = chaos::whichProgram("iptables");
+  CHECK(
+      outputOf({iptables, "-S"}, ns).find("-A INPUT -j MWCHAOS-IN-" + std::to_string(a.p->pid())) !=
+      std::string::npos);
   a.waitExit(5s);
   CHECK(a.p->exitCode() == agent::kServedLeaseLost);
   CHECK(outputOf({tc, "qdisc", "show", "dev", "eth0", "root"}, ns).find("htb") !=
         std::string::npos);
+  CHECK(outputOf({iptables, "-S"}, ns).find("MWCHAOS") == std::string::npos);  // its lease ended
 }
 
 TEST_CASE("an agent readies a device before the faults, and its delay probe leaves it as it was",

@@ -60,6 +60,8 @@ expect_rc 0 "mw_worker --help" "$(dirname "$mwchaos")/mw_worker" --help
 expect_out "mw_worker --help" "^usage: mw_worker --config"
 expect_rc 2 "agent by hand" "$mwchaos" agent
 expect_out "agent by hand" "agent: --stdio is required"
+expect_rc 2 "agent --dev not an interface" "$mwchaos" agent --stdio --dev 'eth0" x'
+expect_out "agent --dev not an interface" "agent: --dev 'eth0\" x' is no interface name"
 expect_rc 2 "hosts without a subcommand" "$mwchaos" hosts --hosts x.lua
 expect_out "hosts without a subcommand" "hosts check --hosts FILE, or hosts clean --hosts FILE"
 expect_rc 2 "hosts clean without --hosts" "$mwchaos" hosts clean

@@ -98,6 +98,20 @@ TEST_CASE("a malformed agent frame is refused naming what is wrong", "[agent]") 
   CHECK(why(R"({"t":"net","id":1,"op":"loss","peers":[1],"loud":false,"p":0,"rate":"",)"
             R"("delay_ms":0,"jitter_ms":0,"dev":""})") ==
         "agent frame: net: field 'peers' is not an array of strings");
+  // Peers, devices and rates become iptables and tc arguments: plain words only.
+  CHECK(why(R"({"t":"net","id":1,"op":"cut","peers":["10.0.0.1\" -j ACCEPT"],"loud":false,)"
+            R"("p":0,"rate":"","delay_ms":0,"jitter_ms":0,"dev":""})") ==
+        "agent frame: net: peer '10.0.0.1\" -j ACCEPT' is no host name or address (letters, "
+        "digits, _ . : % [ ] - /)");
+  CHECK(why(R"({"t":"net","id":1,"op":"cut","peers":[""],"loud":false,)"
+            R"("p":0,"rate":"","delay_ms":0,"jitter_ms":0,"dev":""})")
+            .find("peer '' is no host name") != std::string::npos);
+  CHECK(why(R"({"t":"net","id":1,"op":"bandwidth","peers":[],"loud":false,"p":0,)"
+            R"("rate":"10mbit","delay_ms":0,"jitter_ms":0,"dev":"-eth0"})") ==
+        "agent frame: net: dev '-eth0' is no interface name (1 to 15 letters, digits, _ . -)");
+  CHECK(why(R"({"t":"net","id":1,"op":"bandwidth","peers":[],"loud":false,"p":0,)"
+            R"("rate":"10mbit burst 1","delay_ms":0,"jitter_ms":0,"dev":""})") ==
+        "agent frame: net: rate '10mbit burst 1' is not a tc rate (letters, digits, .)");
   CHECK(why(R"({"t":"reply","id":1,"code":"melted","why":"","pid":0,"ends":false,"t_ns":0,)"
             R"("count":0,"path":"","cpu":[]})") ==
         "agent frame: reply: field 'code' names no status code: 'melted'");
