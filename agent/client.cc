@@ -291,14 +291,31 @@ std::vector<Result<std::unique_ptr<Connection>>> Connection::startAll(
 }
 
 Result<Reply> Connection::call(Message request, std::chrono::milliseconds limit) {
+  auto id = post(std::move(request));
+  if (!id.ok()) return id.status();
+  return await(*id, limit);
+}
+
+Result<uint64_t> Connection::post(Message request) {
   if (!alive_) return Status(Code::kUnavailable, error_);
   const uint64_t id = next_id_++;
-  const std::string type = typeName(request);
+  std::string type = typeName(request);
   Status w = write(Frame{id, std::move(request)});
   if (!w.ok()) {
     lost("cannot be written to");
     return w;
   }
+  pending_[id] = std::move(type);
+  return id;
+}
+
+Result<Reply> Connection::await(uint64_t id, std::chrono::milliseconds limit) {
+  auto pending = pending_.find(id);
+  if (pending == pending_.end()) {
+    return Status(Code::kInvalidUsage, "await: no request " + std::to_string(id) + " is pending");
+  }
+  const std::string type = std::move(pending->second);
+  pending_.erase(pending);
   // The agent is lost only once silent past the lease, the bound it judges the controller by:
   // a host held off the CPU for seconds (seen beside CPU hogs: docs/hosts.md, "The lease") is
   // slow, not gone.

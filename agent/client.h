@@ -68,6 +68,12 @@ class Connection {
   // when it is an error; kUnavailable when the agent is gone; kTimeout, and the agent counts as
   // lost, when no answer came.
   Result<Reply> call(Message request, std::chrono::milliseconds limit = std::chrono::seconds(10));
+  // call() in two steps, so that one request can be sent to many agents before any answer is
+  // waited for: post() sends `request` and returns its id (kUnavailable when the agent is gone
+  // or cannot be written to); await() waits for that id's answer as call() does, once per id
+  // (kInvalidUsage for an id that is not pending). Answers that come first are kept.
+  Result<uint64_t> post(Message request);
+  Result<Reply> await(uint64_t id, std::chrono::milliseconds limit = std::chrono::seconds(10));
 
   // `hook` runs on the calling thread each time call() wakes while it waits (at least every
   // 100 ms): a controller of several agents reads the others there (their pump()), so that none
@@ -125,6 +131,7 @@ class Connection {
   std::function<void()> while_waiting_;  // setWhileWaiting
   uint64_t next_id_ = 1;
   std::map<uint64_t, Reply> replies_;
+  std::map<uint64_t, std::string> pending_;  // post()ed, not await()ed: id -> request type
   bool hello_seen_ = false;
   std::map<std::string, RemoteProcess*> roles_;
   std::mutex write_mu_;  // whole frames: the keep-alive thread writes too

@@ -70,31 +70,32 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
   Status st = std::visit(
       Overload{
           [&](const Partition& p) {
-            // Each side's agent drops (or rejects) what its host sends to the other side.
+            // Each side's agent drops (or rejects) what its host sends to the other side: every
+            // host's request sent before any answer is awaited.
+            std::vector<std::pair<std::string, agent::Net>> cuts;
             auto cut = [&](const std::vector<std::string>& from,
-                           const std::vector<std::string>& to) -> Status {
+                           const std::vector<std::string>& to) {
               agent::Net m;
               m.op = "cut";
               m.loud = p.loud;
               for (const auto& h : to) m.peers.push_back(hostAddress(h));
-              for (const auto& h : from) MW_RETURN_IF_ERROR(netOn(h, m));
-              return Status::Ok();
+              for (const auto& h : from) cuts.emplace_back(h, m);
             };
-            MW_RETURN_IF_ERROR(cut(p.a, p.b));
-            MW_RETURN_IF_ERROR(p.oneway ? Status::Ok() : cut(p.b, p.a));
+            cut(p.a, p.b);
+            if (!p.oneway) cut(p.b, p.a);
+            MW_RETURN_IF_ERROR(netOnAll(cuts));
             // The rules name the other side's addresses only (docs/hosts.md).
             f.note = "cuts the scenario hosts' traffic only: the controller, the control plane " +
                      std::string("and anything outside the scenario still reach every host");
             return Status::Ok();
           },
           [&](const Heal&) {
-            Status st;
+            std::vector<std::pair<std::string, agent::Net>> heals;
             for (const auto& h : s_.hosts()) {
-              agent::Net m;
-              m.op = "heal";
-              Status one = netOn(h, m);
-              if (st.ok() && !one.ok()) st = one;
+              heals.emplace_back(h, agent::Net{});
+              heals.back().second.op = "heal";
             }
+            Status st = netOnAll(heals);
             clearDelays();
             return st;
           },
@@ -143,11 +144,31 @@ std::vector<std::string> Run::peersOf(const std::string& host) const {
 }
 
 Status Run::netOn(const std::string& host, agent::Net m) {
-  auto it = agents_.find(host);
-  if (it == agents_.end()) {
-    return Status(Code::kInvalidArgument, "no agent for host '" + host + "'");
+  return netOnAll({{host, std::move(m)}});
+}
+
+Status Run::netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests) {
+  Status first;
+  auto keep = [&first](Status s) {
+    if (first.ok() && !s.ok()) first = std::move(s);
+  };
+  std::vector<std::pair<agent::Connection*, uint64_t>> sent;
+  for (const auto& [host, m] : requests) {
+    auto it = agents_.find(host);
+    if (it == agents_.end()) {
+      keep(Status(Code::kInvalidArgument, "no agent for host '" + host + "'"));
+      continue;
+    }
+    auto id = it->second->post(m);
+    if (id.ok()) {
+      sent.emplace_back(it->second.get(), *id);
+    } else {
+      keep(id.status());
+    }
   }
-  return it->second->call(std::move(m), std::chrono::seconds(30)).status();
+  // While one is awaited the others' answers are read too (setWhileWaiting), and kept.
+  for (const auto& [agent, id] : sent) keep(agent->await(id, std::chrono::seconds(30)).status());
+  return first;
 }
 
 Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {
@@ -303,19 +324,31 @@ void Run::prepareNetwork() {
       if (!p->oneway) cut.insert(p->b.begin(), p->b.end());
     }
   }
+  // Every host's request is sent before any answer is awaited: the set-up takes the slowest
+  // host's time, not their sum. An error is met again, and reported, by the fault itself; only
+  // a delay's missing netem is kept, for its note.
+  std::vector<std::pair<std::string, uint64_t>> sent;
+  auto post = [&](const std::string& host, const agent::Net& m) {
+    auto it = agents_.find(host);
+    if (it == agents_.end()) return;
+    if (auto id = it->second->post(m); id.ok()) sent.emplace_back(host, *id);
+  };
   for (const auto& [host, delayed] : shaped) {
     agent::Net m;
-    m.op = "prepare";  // the chains too
+    m.op = "prepare";  // the chains too, whatever the device answers
     m.peers = peersOf(host);
     m.delay_ms = delayed ? 1 : 0;
-    Status st = netOn(host, m);
-    if (delayed && st.code() == Code::kUnavailable) no_netem_[host] = st.message();
+    post(host, m);
   }
   for (const auto& host : cut) {
     if (shaped.count(host) != 0) continue;
     agent::Net m;
     m.op = "ready";
-    netOn(host, m).ignore();  // an error is met again, and reported, by the fault itself
+    post(host, m);
+  }
+  for (const auto& [host, id] : sent) {
+    Status st = agents_.at(host)->await(id, std::chrono::seconds(30)).status();
+    if (shaped[host] && st.code() == Code::kUnavailable) no_netem_[host] = st.message();
   }
 }
 

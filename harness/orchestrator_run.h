@@ -122,6 +122,10 @@ class Run {
   }
   // One network request to the agent of `host`.
   Status netOn(const std::string& host, agent::Net m);
+  // netOn() for each (host, request) at once: every request is sent before any answer is
+  // awaited, so the hosts act within one round trip of each other, and the wait is the slowest
+  // host's. Every request is sent and awaited whatever the others answer; the first error.
+  Status netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests);
   // The data-plane addresses of the scenario's other hosts than `host`.
   std::vector<std::string> peersOf(const std::string& host) const;
 

@@ -116,6 +116,41 @@ TEST_CASE("a controller waiting on one agent reads the others through its hook",
   CHECK((*p)->signal(SIGKILL));
 }
 
+TEST_CASE("requests posted to many agents are each answered once, in any order awaited",
+          "[agent]") {
+  auto a = agent::Connection::start(localSpec(), 10s);
+  auto b = agent::Connection::start(localSpec(), 10s);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  (*a)->setWhileWaiting([&] { (*b)->pump(); });  // as the orchestrator's hook: others are read
+  (*b)->setWhileWaiting([&] { (*a)->pump(); });
+  auto a1 = (*a)->post(agent::ClockRead{});
+  auto b1 = (*b)->post(agent::ClockRead{});
+  auto a2 = (*a)->post(agent::ClockRead{});
+  REQUIRE(a1.ok());
+  REQUIRE(b1.ok());
+  REQUIRE(a2.ok());
+  CHECK(*a1 != *a2);
+  // The later request first: the earlier one's answer, read meanwhile, is kept for its await.
+  auto r2 = (*a)->await(*a2);
+  auto r1 = (*a)->await(*a1);
+  auto rb = (*b)->await(*b1);
+  REQUIRE(r2.ok());
+  REQUIRE(r1.ok());
+  REQUIRE(rb.ok());
+  CHECK(r1->t_ns <= r2->t_ns);  // the agent answered in the order it was asked
+  // Once answered, an id is no longer pending; nor is one never posted.
+  CHECK((*a)->await(*a1).status().code() == Code::kInvalidUsage);
+  CHECK((*a)->await(999999).status().code() == Code::kInvalidUsage);
+  // A failed request's answer is its error, as call()'s.
+  agent::Signal sig;
+  sig.role = "nobody";
+  auto bad = (*b)->post(sig);
+  REQUIRE(bad.ok());
+  CHECK_FALSE((*b)->await(*bad).ok());
+  CHECK((*a)->call(agent::ClockRead{}).ok());  // and the connections go on
+}
+
 TEST_CASE("a request to an agent that died fails, and SIGPIPE does not end the program",
           "[agent]") {
   // This program does not ignore SIGPIPE (a benchmark's or a user's may not): a write to the
