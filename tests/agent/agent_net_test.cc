@@ -45,11 +45,7 @@ TEST_CASE("an agent's network rules go when its lease ends", "[agent][net]") {
   const std::string ns = (*net)->netns("a1");
   const std::string before = outputOf({chaos::whichProgram("iptables"), "-S"}, ns);
   RawAgent a(ns);
-  agent::Hello h;
-  h.build = agent::buildId();
-  h.lease_ms = 400;
-  h.exempt = {{2222, 2222}};
-  a.send(h, 1);
+  a.hello(400, agent::buildId(), {{2222, 2222}});
   a.next<agent::HelloReply>();
   agent::Net cut;
   cut.op = "cut";
@@ -196,11 +192,7 @@ TEST_CASE("an agent readies its chains before the faults, a cut is one transacti
   const std::string iptables = chaos::whichProgram("iptables");
   const std::string before = outputOf({iptables, "-S"}, ns);
   RawAgent a(ns);
-  agent::Hello h;
-  h.build = agent::buildId();
-  h.lease_ms = 10000;  // ended by Bye, not by its lease
-  h.exempt = {{2222, 2222}};
-  a.send(h, 1);
+  a.hello(10000, agent::buildId(), {{2222, 2222}});  // ended by Bye, not by its lease
   a.next<agent::HelloReply>();
   auto reply = [&](agent::Net m, uint64_t id) {
     a.send(std::move(m), id);

@@ -38,10 +38,13 @@ struct RawAgent {
     REQUIRE(::write(p->stdinFd(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
   }
   void send(agent::Message m, uint64_t id) { send(agent::encode(agent::Frame{id, std::move(m)})); }
-  void hello(int lease_ms, const std::string& build = agent::buildId()) {
+  // Says hello (id 1) with `lease_ms` and the control-plane ports `exempt`.
+  void hello(int lease_ms, const std::string& build = agent::buildId(),
+             std::vector<agent::PortRange> exempt = {}) {
     agent::Hello h;
     h.build = build;
     h.lease_ms = lease_ms;
+    h.exempt = std::move(exempt);
     send(h, 1);
   }
   // Says hello with `lease_ms` and starts role "r" sleeping; its pid.

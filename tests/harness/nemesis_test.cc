@@ -23,7 +23,7 @@ NemesisSpec spec() {
 
 const std::vector<std::string> kHosts = {"h0", "h1", "h2"};
 
-TEST_CASE("the same seed draws the same faults; another seed others", "[harness][nemesis]") {
+TEST_CASE("the same seed draws the same faults, another seed others", "[harness][nemesis]") {
   auto a = drawNemesis(spec(), 7, kHosts, "f.lua:3");
   auto b = drawNemesis(spec(), 7, kHosts, "f.lua:3");
   auto c = drawNemesis(spec(), 8, kHosts, "f.lua:3");

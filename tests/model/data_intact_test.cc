@@ -70,11 +70,13 @@ TEST_CASE("data_intact fails with the first violation named and the rest counted
   CHECK(v[1].evidence.at("violations") == 3);
 }
 
-TEST_CASE("data_intact turned off is skipped with the reason; an nccl world is judged",
+TEST_CASE("data_intact turned off is skipped with the reason, an nccl world is judged",
           "[model][checkers]") {
   Scenario s = withTraffic();
   s.worlds["w2"].backend = BackendKind::kNccl;  // checked through the device (mw_worker)
   RunRecord r = emptyRun();
+  r.checked["w1"]["leader"] = {4, 4 * 1024, 0};
+  r.checked["w2"]["leader"] = {6, 6 * 1024, 0};
   auto v = checks::dataIntact(s, r);
   REQUIRE(v.size() == 2);
   CHECK(v[0].status == VerdictStatus::kPass);

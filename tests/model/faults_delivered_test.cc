@@ -7,7 +7,7 @@
 namespace mw::harness::testing {
 namespace {
 
-TEST_CASE("faultsDelivered: an error and a skip per fault not delivered; none for the others",
+TEST_CASE("faultsDelivered: an error and a skip per fault not delivered, none for the others",
           "[model][checkers]") {
   Scenario s = leaderAnd(1);
   RunRecord r = emptyRun();
