@@ -125,7 +125,14 @@ std::string HostRules::restoreLine(const std::vector<std::string>& args) {
 
 Status HostRules::restore(const std::vector<std::string>& lines) {
   std::string batch = "*filter\n";
-  for (const auto& l : lines) batch += l + "\n";
+  for (const auto& l : lines) {
+    // A line break inside a word would end the line there: refused, nothing written.
+    if (l.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
+      return Status(Code::kInvalidArgument,
+                    "an iptables rule's word holds a line break or a NUL byte: " + l);
+    }
+    batch += l + "\n";
+  }
   batch += "COMMIT\n";
   return runProgram({"iptables-restore", "-w", "--noflush"}, 10s, nullptr, batch);
 }

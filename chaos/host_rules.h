@@ -90,11 +90,12 @@ class HostRules {
   const std::vector<std::string>& unhealed() const { return unhealed_; }
 
  private:
-  // One iptables-restore --noflush transaction of `lines` in the filter table.
+  // One iptables-restore --noflush transaction of `lines` in the filter table; kInvalidArgument,
+  // nothing run, when a line holds a line break or a NUL byte.
   static Status restore(const std::vector<std::string>& lines);
   // iptables arguments as one line of it: a word that is empty or holds a space, tab, quote or
   // backslash is quoted, its quotes and backslashes escaped. (The agent protocol refuses such
-  // peers, devices and rates; this keeps any other word one word.)
+  // peers, devices and rates. A line break or NUL cannot be quoted: restore() refuses the line.)
   static std::string restoreLine(const std::vector<std::string>& args);
   // The exempt rules, each as iptables arguments after "-w" ("-A", chain, ...).
   std::vector<std::vector<std::string>> exemptRules() const;

@@ -167,8 +167,19 @@ Status Run::netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requ
     }
   }
   // While one is awaited the others' answers are read too (setWhileWaiting), and kept.
-  for (const auto& [agent, id] : sent) keep(agent->await(id, std::chrono::seconds(30)).status());
-  return first;
+  std::vector<std::string> done;
+  for (const auto& [agent, id] : sent) {
+    Status s = agent->await(id, std::chrono::seconds(30)).status();
+    if (s.ok()) done.push_back(agent->host());
+    keep(std::move(s));
+  }
+  if (first.ok() || done.empty()) return first;
+  // Done on some hosts, not on others: delivered in part, an error (never "skipped", which says
+  // nothing was done), naming where it is in force.
+  std::string where;
+  for (const auto& h : done) where += (where.empty() ? "" : ", ") + h;
+  return Status(first.code() == Code::kUnavailable ? Code::kIoError : first.code(),
+                first.message() + " (done on " + where + " nonetheless)");
 }
 
 Status Run::actOnRole(const ActionSpec& a, FaultRec& f) {

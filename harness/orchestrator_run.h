@@ -124,7 +124,9 @@ class Run {
   Status netOn(const std::string& host, agent::Net m);
   // netOn() for each (host, request) at once: every request is sent before any answer is
   // awaited, so the hosts act within one round trip of each other, and the wait is the slowest
-  // host's. Every request is sent and awaited whatever the others answer; the first error.
+  // host's. Every request is sent and awaited whatever the others answer; the first error, and
+  // when others were done, never kUnavailable (a fault delivered in part is not skipped), its
+  // message naming the hosts where it was done.
   Status netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests);
   // The data-plane addresses of the scenario's other hosts than `host`.
   std::vector<std::string> peersOf(const std::string& host) const;

@@ -12,6 +12,7 @@
 #include "harness/fault_names.h"
 #include "harness/validator.h"
 #include "model/nemesis.h"
+#include "model/net_words.h"
 
 namespace mw::harness {
 
@@ -247,8 +248,11 @@ Fault Validator::network(FaultKind kind, const LV& act, const std::string& aw,
   }
   if (kind == FaultKind::kBandwidth) {
     Bandwidth b{host, str(act.get("rate"), aw, path + " bandwidth rate").value_or("")};
-    bool ok = !b.rate.empty() && std::isdigit(static_cast<unsigned char>(b.rate[0]));
-    if (!ok) error(aw, path + ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\"");
+    if (!isTcRate(b.rate)) {
+      error(aw, path +
+                    ": bandwidth(host, rate): rate like \"10mbit\" or \"1gbit\" (a number and a " +
+                    "unit), got \"" + b.rate + "\"");
+    }
     return b;
   }
   Delay d{host};  // delay

@@ -2,13 +2,11 @@
 // visitor writes them, another reads them with their types checked.
 #include "model/agent_protocol.h"
 
-#include <algorithm>
-#include <cctype>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-#include "model/inventory.h"
+#include "model/net_words.h"
 #include "multiworld/config.h"
 
 #ifndef MW_BUILD_ID
@@ -313,13 +311,8 @@ void check(const Net& m) {
   }
   if (!(m.p >= 0 && m.p <= 1)) refuse("net", "p is not in 0..1");
   // Each goes into an iptables or tc argument: plain words only (docs/hosts.md).
-  auto plain = [](const std::string& w, std::string_view extra) {
-    return std::all_of(w.begin(), w.end(), [&](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || extra.find(c) != extra.npos;
-    });
-  };
   for (const auto& peer : m.peers) {
-    if (peer.empty() || !plain(peer, "_.:%[]-/")) {
+    if (!harness::isPeerWord(peer)) {
       refuse("net",
              "peer '" + peer + "' is no host name or address (letters, digits, _ . : % [ ] - /)");
     }
@@ -327,8 +320,9 @@ void check(const Net& m) {
   if (!m.dev.empty() && !harness::isInterfaceName(m.dev)) {
     refuse("net", "dev '" + m.dev + "' is no interface name (1 to 15 letters, digits, _ . -)");
   }
-  if (!plain(m.rate, "."))
-    refuse("net", "rate '" + m.rate + "' is not a tc rate (letters, digits, .)");
+  if (!m.rate.empty() && !harness::isTcRate(m.rate)) {
+    refuse("net", "rate '" + m.rate + "' is not a tc rate (a number and a unit, like 10mbit)");
+  }
   if (m.delay_ms < 0 || m.jitter_ms < 0) refuse("net", "delay_ms and jitter_ms must be >= 0");
 }
 void check(const Output& m) {

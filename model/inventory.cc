@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 
+#include "model/net_words.h"
 #include "multiworld/world_manager.h"
 
 namespace mw::harness {
@@ -193,11 +194,6 @@ std::string joined(const std::vector<std::string>& names) {
 Status invalid(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
 
 }  // namespace
-
-bool isInterfaceName(std::string_view dev) {
-  return !dev.empty() && dev.size() <= 15 && onlyChars(dev, "_.-") && dev != "." && dev != ".." &&
-         dev[0] != '-';
-}
 
 const char* launcherName(Launcher l) {
   switch (l) {

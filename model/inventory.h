@@ -105,10 +105,6 @@ struct Inventory {
 // one at least), no logical host twice and no two on one target or one address. Pure.
 std::vector<std::string> inventoryProblems(const Inventory& inv);
 
-// Whether `dev` is a network interface name as the inventory (hosts.NAME.dev) and the agent's
-// net requests take one: 1 to 15 letters, digits, _ . -, neither "." nor "..", no leading '-'.
-bool isInterfaceName(std::string_view dev);
-
 // The ports no fault may cut, sorted and merged: the launcher's own (ssh: ssh.port; slurm:
 // slurmctld_port, slurmd_port and srun_ports when known; local and netns: none) and
 // inv.exempt_ports. The agent puts a RETURN rule for each (as source or destination port) ahead

@@ -29,6 +29,7 @@
 #include "harness/loader.h"
 #include "harness/orchestrator.h"
 #include "model/expectations.h"
+#include "model/net_words.h"
 #include "model/report.h"
 #include "multiworld/multiworld.h"
 #include "mwchaos/cli.h"

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "model/clock_offset.h"
+#include "model/net_words.h"
 
 using namespace mw;
 using namespace mw::agent;
@@ -111,7 +112,8 @@ TEST_CASE("a malformed agent frame is refused naming what is wrong", "[agent]") 
         "agent frame: net: dev '-eth0' is no interface name (1 to 15 letters, digits, _ . -)");
   CHECK(why(R"({"t":"net","id":1,"op":"bandwidth","peers":[],"loud":false,"p":0,)"
             R"("rate":"10mbit burst 1","delay_ms":0,"jitter_ms":0,"dev":""})") ==
-        "agent frame: net: rate '10mbit burst 1' is not a tc rate (letters, digits, .)");
+        "agent frame: net: rate '10mbit burst 1' is not a tc rate (a number and a unit, like "
+        "10mbit)");
   CHECK(why(R"({"t":"reply","id":1,"code":"melted","why":"","pid":0,"ends":false,"t_ns":0,)"
             R"("count":0,"path":"","cpu":[]})") ==
         "agent frame: reply: field 'code' names no status code: 'melted'");
@@ -186,4 +188,35 @@ TEST_CASE("the clock estimate of a symmetric delay is exact", "[agent]") {
 TEST_CASE("the clock estimate without a usable sample says so", "[agent]") {
   CHECK(estimateOffset({}).samples == 0);
   CHECK(estimateOffset({{100, 50, 90}}).samples == 0);  // answered before it was asked
+}
+
+TEST_CASE("the words of a network fault are checked alike everywhere", "[agent][model]") {
+  using harness::isInterfaceName;
+  using harness::isPeerWord;
+  using harness::isTcRate;
+  for (const char* rate : {"10mbit", "1gbit", "1.5gbit", "800kbps", "50%", "100"}) {
+    INFO(rate);
+    CHECK(isTcRate(rate));
+  }
+  for (const char* rate : {"", "mbit", ".5mbit", "1.mbit", "10 mbit", "10mbit burst 1", "5%%",
+                           "10mbit\"", "1e3mbit", "-1mbit"}) {
+    INFO(rate);
+    CHECK_FALSE(isTcRate(rate));
+  }
+  for (const char* dev : {"eth0", "ens5", "veth-h1.2", "a_b", "x23456789012345"}) {
+    INFO(dev);
+    CHECK(isInterfaceName(dev));
+  }
+  for (const char* dev : {"", ".", "..", "-eth0", "eth0:1", "a/b", "e\"0", "x234567890123456"}) {
+    INFO(dev);
+    CHECK_FALSE(isInterfaceName(dev));
+  }
+  for (const char* peer : {"10.0.0.2", "10.0.0.0/24", "node-1.example", "fe80::1%eth0", "[::1]"}) {
+    INFO(peer);
+    CHECK(isPeerWord(peer));
+  }
+  for (const char* peer : {"", "10.0.0.2 -j ACCEPT", "a\"b", "a\\b", "a\nb"}) {
+    INFO(peer);
+    CHECK_FALSE(isPeerWord(peer));
+  }
 }
