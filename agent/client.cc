@@ -88,6 +88,9 @@ Status Connection::handshake(std::chrono::milliseconds limit) {
 }
 
 Connection::~Connection() {
+  // The hook may reach connections destroyed before this one (a controller's others): the
+  // destructor's bye() waits without it.
+  while_waiting_ = nullptr;
   if (alive_ && !said_bye_) bye(2s).ignore();
   {
     std::lock_guard<std::mutex> l(stop_mu_);

@@ -59,7 +59,7 @@ class Connection {
   // its own, so the wait is the slowest agent's, not their sum. One result per spec, in order.
   static std::vector<Result<std::unique_ptr<Connection>>> startAll(
       const std::vector<LaunchSpec>& specs, std::chrono::milliseconds limit);
-  ~Connection();  // bye() unless done, then kills the launcher command
+  ~Connection();  // bye() unless done (without the setWhileWaiting hook), then kills the launcher
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -79,6 +79,7 @@ class Connection {
   // 100 ms): a controller of several agents reads the others there (their pump()), so that none
   // of their pipes fills while this one is slow to answer. Through srun, an agent whose output
   // is not read stops getting its input too, and loses its lease. Set before the first call().
+  // The destructor's own bye() does not run it (the others may be gone by then).
   void setWhileWaiting(std::function<void()> hook) { while_waiting_ = std::move(hook); }
 
   // The fd to poll for the agent's frames, and the read of what is there (events relayed).
