@@ -377,11 +377,20 @@ void Run::startAgents() {
     res_.record.hosts.push_back(rec);
     agents_[host] = std::move(*c);
   }
-  // While one agent is slow to answer (iptables under load, say), the others are read.
+  // While one agent is slow to answer (iptables under load, say), the others are read: one poll
+  // over their fds, and a read of only those that have something.
   for (auto& [host, a] : agents_) {
     a->setWhileWaiting([this, me = host] {
+      std::vector<pollfd> fds;
+      std::vector<agent::Connection*> who;
       for (auto& [other, b] : agents_) {
-        if (other != me && b->alive()) b->pump();
+        if (other == me || !b->alive()) continue;
+        fds.push_back(pollfd{b->fd(), POLLIN, 0});
+        who.push_back(b.get());
+      }
+      if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) who[i]->pump();
       }
     });
   }

@@ -147,37 +147,45 @@ Status Run::netOn(const std::string& host, agent::Net m) {
   return netOnAll({{host, std::move(m)}});
 }
 
-Status Run::netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests) {
-  Status first;
-  auto keep = [&first](Status s) {
-    if (first.ok() && !s.ok()) first = std::move(s);
-  };
-  std::vector<std::pair<agent::Connection*, uint64_t>> sent;
-  for (const auto& [host, m] : requests) {
+std::vector<Status> Run::postAndAwait(
+    const std::vector<std::pair<std::string, agent::Net>>& requests) {
+  std::vector<Status> out(requests.size());
+  std::vector<std::pair<size_t, uint64_t>> sent;  // index in requests, id
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto& [host, m] = requests[i];
     auto it = agents_.find(host);
     if (it == agents_.end()) {
-      keep(Status(Code::kInvalidArgument, "no agent for host '" + host + "'"));
+      out[i] = Status(Code::kInvalidArgument, "no agent for host '" + host + "'");
       continue;
     }
     auto id = it->second->post(m);
     if (id.ok()) {
-      sent.emplace_back(it->second.get(), *id);
+      sent.emplace_back(i, *id);
     } else {
-      keep(id.status());
+      out[i] = id.status();
     }
   }
   // While one is awaited the others' answers are read too (setWhileWaiting), and kept.
-  std::vector<std::string> done;
-  for (const auto& [agent, id] : sent) {
-    Status s = agent->await(id, std::chrono::seconds(30)).status();
-    if (s.ok()) done.push_back(agent->host());
-    keep(std::move(s));
+  for (const auto& [i, id] : sent) {
+    out[i] = agents_.at(requests[i].first)->await(id, std::chrono::seconds(30)).status();
   }
-  if (first.ok() || done.empty()) return first;
+  return out;
+}
+
+Status Run::netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests) {
+  const std::vector<Status> got = postAndAwait(requests);
+  Status first;
+  std::string where;  // the hosts where it was done
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].ok()) {
+      where += (where.empty() ? "" : ", ") + requests[i].first;
+    } else if (first.ok()) {
+      first = got[i];
+    }
+  }
+  if (first.ok() || where.empty()) return first;
   // Done on some hosts, not on others: delivered in part, an error (never "skipped", which says
   // nothing was done), naming where it is in force.
-  std::string where;
-  for (const auto& h : done) where += (where.empty() ? "" : ", ") + h;
   return Status(first.code() == Code::kUnavailable ? Code::kIoError : first.code(),
                 first.message() + " (done on " + where + " nonetheless)");
 }
@@ -338,28 +346,27 @@ void Run::prepareNetwork() {
   // Every host's request is sent before any answer is awaited: the set-up takes the slowest
   // host's time, not their sum. An error is met again, and reported, by the fault itself; only
   // a delay's missing netem is kept, for its note.
-  std::vector<std::pair<std::string, uint64_t>> sent;
-  auto post = [&](const std::string& host, const agent::Net& m) {
-    auto it = agents_.find(host);
-    if (it == agents_.end()) return;
-    if (auto id = it->second->post(m); id.ok()) sent.emplace_back(host, *id);
-  };
+  std::vector<std::pair<std::string, agent::Net>> requests;
   for (const auto& [host, delayed] : shaped) {
     agent::Net m;
     m.op = "prepare";  // the chains too, whatever the device answers
     m.peers = peersOf(host);
     m.delay_ms = delayed ? 1 : 0;
-    post(host, m);
+    requests.emplace_back(host, std::move(m));
   }
   for (const auto& host : cut) {
     if (shaped.count(host) != 0) continue;
     agent::Net m;
     m.op = "ready";
-    post(host, m);
+    requests.emplace_back(host, std::move(m));
   }
-  for (const auto& [host, id] : sent) {
-    Status st = agents_.at(host)->await(id, std::chrono::seconds(30)).status();
-    if (shaped[host] && st.code() == Code::kUnavailable) no_netem_[host] = st.message();
+  const std::vector<Status> got = postAndAwait(requests);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::string& host = requests[i].first;
+    const auto it = shaped.find(host);
+    if (it != shaped.end() && it->second && got[i].code() == Code::kUnavailable) {
+      no_netem_[host] = got[i].message();
+    }
   }
 }
 

@@ -128,6 +128,9 @@ class Run {
   // when others were done, never kUnavailable (a fault delivered in part is not skipped), its
   // message naming the hosts where it was done.
   Status netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests);
+  // The sending and awaiting of netOnAll(), one status per request, in its order: the request's
+  // answer, or why it was not sent (kInvalidArgument for a host without an agent).
+  std::vector<Status> postAndAwait(const std::vector<std::pair<std::string, agent::Net>>& requests);
   // The data-plane addresses of the scenario's other hosts than `host`.
   std::vector<std::string> peersOf(const std::string& host) const;
 
