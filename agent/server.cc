@@ -123,6 +123,9 @@ class Server {
   // its SIGKILL, as a process stuck in the kernel does (tests/hosts: a reaping that never ends).
   bool stall_reap_ = false;
   bool stallReaping() const { return stall_reap_; }
+  // MW_AGENT_TEST_NET_DELAY_MS=N (tests only): each network request takes N ms more, as one held
+  // up by its host would (tests/harness: a fault's note names the hosts slow to do it).
+  int net_delay_ms_ = 0;
   std::vector<std::pair<int, int>> exempt_;
   std::map<std::string, RoleState> roles_;
   std::unique_ptr<chaos::HostRules> rules_;
@@ -309,6 +312,7 @@ Status Server::release(const std::string& role, Reply& r) {
 }
 
 Status Server::net(const Net& m) {
+  if (net_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(net_delay_ms_));
   if (!rules_)
     rules_ = std::make_unique<chaos::HostRules>(exempt_, options_.default_dev, controlPeer());
   if (m.op == "cut") return rules_->cut(m.peers, m.loud);
@@ -397,7 +401,10 @@ int Server::handle(const Frame& f) {
               : Status(Code::kUnavailable, "role '" + m->role + "' has no open failpoint fifo");
     }
   } else if (const auto* m = std::get_if<Net>(&f.msg)) {
+    const int64_t start = monoNs();
     s = net(*m);
+    r.t_ns = monoNs();
+    r.took_ns = r.t_ns - start;
   } else if (std::holds_alternative<ClockRead>(f.msg)) {
     r.t_ns = monoNs();
   } else if (std::holds_alternative<Sample>(f.msg)) {
@@ -468,6 +475,9 @@ int Server::run() {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   const char* stall = std::getenv("MW_AGENT_TEST_STALL_REAP");
   stall_reap_ = stall != nullptr && std::string(stall) == "1";
+  if (const char* d = std::getenv("MW_AGENT_TEST_NET_DELAY_MS"); d != nullptr) {
+    net_delay_ms_ = std::clamp(std::atoi(d), 0, 10'000);
+  }
   // What agents that died on this host (SIGKILL, the OOM killer, a crash) left: their chains,
   // jumps and qdiscs go now, before this one makes any (never a live agent's).
   swept_ = sweepLeftovers();

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -67,6 +68,7 @@ void Run::act(size_t i) {
 }
 
 Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
+  std::string slow;  // the hosts that were slow to do it (netOnAll)
   Status st = std::visit(
       Overload{
           [&](const Partition& p) {
@@ -83,7 +85,7 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
             };
             cut(p.a, p.b);
             if (!p.oneway) cut(p.b, p.a);
-            MW_RETURN_IF_ERROR(netOnAll(cuts));
+            MW_RETURN_IF_ERROR(netOnAll(cuts, &slow));
             // The rules name the other side's addresses only (docs/hosts.md).
             f.note = "cuts the scenario hosts' traffic only: the controller, the control plane " +
                      std::string("and anything outside the scenario still reach every host");
@@ -95,7 +97,7 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
               heals.emplace_back(h, agent::Net{});
               heals.back().second.op = "heal";
             }
-            Status st = netOnAll(heals);
+            Status st = netOnAll(heals, &slow);
             clearDelays();
             return st;
           },
@@ -103,14 +105,14 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
             agent::Net m;
             m.op = "loss";
             m.p = l.p;
-            return netOn(l.host, m);
+            return netOn(l.host, m, &slow);
           },
           [&](const Bandwidth& b) {
             agent::Net m;
             m.op = "bandwidth";
             m.rate = b.rate;
             m.peers = peersOf(b.host);  // the agent shapes the interface its route to them uses
-            return netOn(b.host, m);
+            return netOn(b.host, m, &slow);
           },
           [&](const Delay& d) {
             if (auto it = no_netem_.find(d.host); it != no_netem_.end()) {
@@ -124,7 +126,7 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
             m.peers = peersOf(d.host);
             m.delay_ms = d.delay_ms;
             m.jitter_ms = d.jitter_ms;
-            Status st = netOn(d.host, m);
+            Status st = netOn(d.host, m, &slow);
             if (st.code() == Code::kUnavailable) st = delayByFailpoint(d, f, st);
             return st;
           },
@@ -132,6 +134,7 @@ Status Run::actOnNetwork(const ActionSpec& a, FaultRec& f) {
       },
       a.fault);
   f.acked = rel(chaos::monoNs());
+  if (!slow.empty()) f.note += (f.note.empty() ? "" : "; ") + slow;
   return st;
 }
 
@@ -143,44 +146,76 @@ std::vector<std::string> Run::peersOf(const std::string& host) const {
   return out;
 }
 
-Status Run::netOn(const std::string& host, agent::Net m) {
-  return netOnAll({{host, std::move(m)}});
+Status Run::netOn(const std::string& host, agent::Net m, std::string* slow) {
+  return netOnAll({{host, std::move(m)}}, slow);
 }
 
-std::vector<Status> Run::postAndAwait(
+std::vector<Run::NetAnswer> Run::postAndAwait(
     const std::vector<std::pair<std::string, agent::Net>>& requests) {
-  std::vector<Status> out(requests.size());
+  std::vector<NetAnswer> out(requests.size());
   std::vector<std::pair<size_t, uint64_t>> sent;  // index in requests, id
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto& [host, m] = requests[i];
     auto it = agents_.find(host);
     if (it == agents_.end()) {
-      out[i] = Status(Code::kInvalidArgument, "no agent for host '" + host + "'");
+      out[i].status = Status(Code::kInvalidArgument, "no agent for host '" + host + "'");
       continue;
     }
+    out[i].sent_ns = chaos::monoNs();
     auto id = it->second->post(m);
     if (id.ok()) {
       sent.emplace_back(i, *id);
     } else {
-      out[i] = id.status();
+      out[i].status = id.status();
     }
   }
   // While one is awaited the others' answers are read too (setWhileWaiting), and kept.
   for (const auto& [i, id] : sent) {
-    out[i] = agents_.at(requests[i].first)->await(id, std::chrono::seconds(30)).status();
+    agent::Connection& c = *agents_.at(requests[i].first);
+    auto r = c.await(id, std::chrono::seconds(30));
+    out[i].read_ns = chaos::monoNs();
+    if (!r.ok()) {
+      out[i].status = r.status();
+      continue;
+    }
+    if (r->t_ns != 0) out[i].done_ns = c.toLocal(r->t_ns);
+    out[i].took_ns = r->took_ns;
   }
   return out;
 }
 
-Status Run::netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests) {
-  const std::vector<Status> got = postAndAwait(requests);
+// "h2 in force 2470 ms after it was sent (2460 ms of it doing it, its answer read 4 ms later)",
+// for each host whose request was done more than 100 ms after it was sent: where a fault
+// was in force late, and whether the host or the reading of its answer took the time.
+std::string Run::slowHosts(const std::vector<std::pair<std::string, agent::Net>>& requests,
+                           const std::vector<NetAnswer>& got) {
+  constexpr int64_t kSlowNs = 100'000'000;
+  auto ms = [](int64_t ns) { return std::to_string((ns + 500'000) / 1'000'000); };
+  std::string out;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const NetAnswer& a = got[i];
+    if (!a.status.ok() || a.sent_ns == 0) continue;
+    // Within [sent, read]: an estimated clock offset may put the host's time a little outside.
+    const int64_t done = std::clamp(a.done_ns != 0 ? a.done_ns : a.read_ns, a.sent_ns, a.read_ns);
+    if (done - a.sent_ns <= kSlowNs && a.read_ns - a.sent_ns <= kSlowNs) continue;
+    out += (out.empty() ? "" : ", ") + requests[i].first + " in force " + ms(done - a.sent_ns) +
+           " ms after it was sent (" + ms(a.took_ns) + " ms of it doing it, its answer read " +
+           ms(a.read_ns - done) + " ms later)";
+  }
+  return out.empty() ? out : "slow: " + out;
+}
+
+Status Run::netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests,
+                     std::string* slow) {
+  const std::vector<NetAnswer> got = postAndAwait(requests);
+  if (slow != nullptr) *slow = slowHosts(requests, got);
   Status first;
   std::string where;  // the hosts where it was done
   for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i].ok()) {
+    if (got[i].status.ok()) {
       where += (where.empty() ? "" : ", ") + requests[i].first;
     } else if (first.ok()) {
-      first = got[i];
+      first = got[i].status;
     }
   }
   if (first.ok() || where.empty()) return first;
@@ -360,12 +395,12 @@ void Run::prepareNetwork() {
     m.op = "ready";
     requests.emplace_back(host, std::move(m));
   }
-  const std::vector<Status> got = postAndAwait(requests);
+  const std::vector<NetAnswer> got = postAndAwait(requests);
   for (size_t i = 0; i < got.size(); ++i) {
     const std::string& host = requests[i].first;
     const auto it = shaped.find(host);
-    if (it != shaped.end() && it->second && got[i].code() == Code::kUnavailable) {
-      no_netem_[host] = got[i].message();
+    if (it != shaped.end() && it->second && got[i].status.code() == Code::kUnavailable) {
+      no_netem_[host] = got[i].status.message();
     }
   }
 }

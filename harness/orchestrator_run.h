@@ -120,17 +120,30 @@ class Run {
     auto it = addresses_.find(host);
     return it == addresses_.end() ? std::string() : it->second;
   }
-  // One network request to the agent of `host`.
-  Status netOn(const std::string& host, agent::Net m);
+  // One network request to the agent of `host` (netOnAll()).
+  Status netOn(const std::string& host, agent::Net m, std::string* slow = nullptr);
   // netOn() for each (host, request) at once: every request is sent before any answer is
   // awaited, so the hosts act within one round trip of each other, and the wait is the slowest
   // host's. Every request is sent and awaited whatever the others answer; the first error, and
   // when others were done, never kUnavailable (a fault delivered in part is not skipped), its
-  // message naming the hosts where it was done.
-  Status netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests);
-  // The sending and awaiting of netOnAll(), one status per request, in its order: the request's
-  // answer, or why it was not sent (kInvalidArgument for a host without an agent).
-  std::vector<Status> postAndAwait(const std::vector<std::pair<std::string, agent::Net>>& requests);
+  // message naming the hosts where it was done. `slow`, when given, is set to the hosts that did
+  // it more than 100 ms after it was sent, with the times (for the fault's note), else "".
+  Status netOnAll(const std::vector<std::pair<std::string, agent::Net>>& requests,
+                  std::string* slow = nullptr);
+  // One request's answer and its times (monoNs(), this controller's clock; 0 when unknown).
+  struct NetAnswer {
+    Status status;        // the answer, or why it was not sent (kInvalidArgument: no agent)
+    int64_t sent_ns = 0;  // posted
+    int64_t done_ns = 0;  // done at the host (its Reply.t_ns, on this clock)
+    int64_t read_ns = 0;  // its answer read here
+    int64_t took_ns = 0;  // the host's own time doing it
+  };
+  // The sending and awaiting of netOnAll(), one answer per request, in its order.
+  std::vector<NetAnswer> postAndAwait(
+      const std::vector<std::pair<std::string, agent::Net>>& requests);
+  // What netOnAll() says in `slow`, from postAndAwait()'s answers.
+  static std::string slowHosts(const std::vector<std::pair<std::string, agent::Net>>& requests,
+                               const std::vector<NetAnswer>& got);
   // The data-plane addresses of the scenario's other hosts than `host`.
   std::vector<std::string> peersOf(const std::string& host) const;
 

@@ -124,6 +124,7 @@ void fields(V& v, Reply& m) {
   v("pid", m.pid);
   v("ends", m.ends);
   v("t_ns", m.t_ns);
+  v("took_ns", m.took_ns);
   v("count", m.count);
   v("path", m.path);
   v("cpu", m.cpu);

@@ -154,10 +154,11 @@ struct Reply {
   std::string why;          // when code is not kOk
   int64_t pid = 0;          // Spawn
   bool ends = false;        // Signal
-  int64_t t_ns = 0;         // Clock, Sample
+  int64_t t_ns = 0;         // Clock, Sample; Net: when it was done (its rules in force)
   int64_t count = 0;        // Release
   std::string path;         // MakeDir
   std::vector<CpuUse> cpu;  // Sample
+  int64_t took_ns = 0;      // Net: how long the agent took to do it (iptables, tc)
 };
 // Bytes a role wrote on `stream` (1 stdout, 2 stderr, 3 telemetry).
 struct Output {

@@ -382,6 +382,34 @@ else
   echo "note: the unprivileged run was not tried (not root, or the build is not readable by nobody)"
 fi
 
+# A network fault that a host did late says so in its note, naming each slow host with the time
+# from the sending to the rules in force there, and how much of it the host spent doing it (so a
+# late partition shows whether the host or the controller took the time). The agents here take
+# 300 ms more per request (MW_AGENT_TEST_NET_DELAY_MS, a test hook of the agent).
+if [ "$(id -u)" = 0 ]; then
+  expect_rc 0 "slow agents" env MW_AGENT_TEST_NET_DELAY_MS=300 \
+    "$mwchaos" run -q --format json -o "$work/slow" "$fx/slow_agents_partition.lua"
+  slow=$(python3 - "$work/slow/slow_agents_partition/report.json" <<'PY' 2>&1
+import json, re, sys
+faults = json.load(open(sys.argv[1]))["run"]["faults"]
+for f in faults:
+    hosts = dict((h, (int(t), int(d))) for h, t, d in re.findall(
+        r"(h[01]) in force (\d+) ms after it was sent \((\d+) ms of it doing it, its answer read \d+ ms later\)", f["note"]))
+    ok = sorted(hosts) == ["h0", "h1"] and all(t >= 300 and 300 <= d <= t for t, d in hosts.values())
+    # ... and moves the rest of the timeline and the run's end as much later.
+    late = re.search(r"in force (\d+) ms after its time: the rest of the timeline", f["note"])
+    ok = ok and late is not None and int(late.group(1)) >= 300
+    print(f["kind"], "ok" if ok and f["outcome"] == "ok" else "bad: " + f["outcome"] + ": " + f["note"])
+run = json.load(open(sys.argv[1]))["run"]
+heal = run["faults"][1]
+# The heal was sent at its time plus the partition's lateness; the run lasted 3 s plus both.
+print("moved" if heal["sent_s"] >= 2.3 and run["duration_s"] >= 3.6 and run["elapsed_s"] >= run["duration_s"]
+      else "not moved: heal sent at %.3f s, duration %.3f s" % (heal["sent_s"], run["duration_s"]))
+PY
+  )
+  [ "$slow" = "$(printf 'partition ok\nheal ok\nmoved')" ] || fail "slow agents: the notes say: $slow"
+fi
+
 # A signal ends a role only when it ends the process: SIGUSR1 does (the leader alone must see w1
 # break), SIGPIPE (ignored by the runtime) and SIGURG (ignored by default) do not. The report
 # records it per fault.
