@@ -500,8 +500,10 @@ void Run::play() {
   }
   // Actions planned for the very end still happen.
   while (!res_.record.interrupted && next < s_.timeline.size()) actNow(next++);
-  // The judged length: the planned duration, and what late network faults moved it by.
-  res_.record.duration = static_cast<double>(s_.duration.count() * 1000000LL + shift) / 1e9;
+  // The judged length: the planned duration, and what late network faults moved it by, in whole
+  // milliseconds down (never past elapsed_s, which the report rounds to them).
+  res_.record.duration =
+      static_cast<double>((s_.duration.count() * 1000000LL + shift) / 1000000LL) / 1000.0;
   res_.record.elapsed = rel(chaos::monoNs());
   if (o_.tty) progress(true);  // ends the redrawn line
 }
