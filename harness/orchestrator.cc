@@ -380,9 +380,11 @@ void Run::startAgents() {
   // While one agent is slow to answer (iptables under load, say), the others are read: one poll
   // over their fds, and a read of only those that have something.
   for (auto& [host, a] : agents_) {
-    a->setWhileWaiting([this, me = host] {
-      std::vector<pollfd> fds;
-      std::vector<agent::Connection*> who;
+    // The two lists live in the hook, cleared at each wake: no allocation after the first.
+    a->setWhileWaiting([this, me = host, fds = std::vector<pollfd>{},
+                        who = std::vector<agent::Connection*>{}]() mutable {
+      fds.clear();
+      who.clear();
       for (auto& [other, b] : agents_) {
         if (other == me || !b->alive()) continue;
         fds.push_back(pollfd{b->fd(), POLLIN, 0});
@@ -448,26 +450,26 @@ void Run::waitReady() {
 void Run::play() {
   size_t next = 0;
   res_.record.machine_cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  // A network fault is in force once its hosts answered. One that took kLateNs or more (an
+  // A network fault is in force once its hosts answered. One that took kFaultLateS or more (an
   // iptables program held up by the kernel beside busy CPUs: docs/hosts.md) moves the rest of the
   // timeline and the run's end by its lateness, so that what the scenario planned after the
-  // fault (a heal 300 ms on, 2 s to see a world break) still comes after it in force.
-  constexpr long long kLateNs = 20'000'000;
+  // fault (a heal 300 ms on, 2 s to see a world break) still comes after it in force. The judge
+  // counts its detection from the same acknowledgement past the same threshold.
+  constexpr auto kLateNs = static_cast<long long>(kFaultLateS * 1e9);
   long long shift = 0;
   auto due = [&](size_t i) { return t0_ns_ + s_.timeline[i].at.count() * 1000000LL + shift; };
   auto endNs = [&] { return t0_ns_ + s_.duration.count() * 1000000LL + shift; };
   auto actNow = [&](size_t i) {
     const long long planned = due(i);
     act(i);
-    const FaultRec& f = res_.record.faults[i];
+    FaultRec& f = res_.record.faults[i];
     if (!s_.timeline[i].network() || f.outcome != FaultOutcome::kOk) return;
     const long long late = t0_ns_ + static_cast<long long>(f.acked * 1e9) - planned;
     if (late < kLateNs) return;
     shift += late;
-    res_.record.faults[i].note += std::string(res_.record.faults[i].note.empty() ? "" : "; ") +
-                                  "in force " + std::to_string(late / 1000000) +
-                                  " ms after its time: the rest of the timeline and the " +
-                                  "run's end moved as much later";
+    f.note += std::string(f.note.empty() ? "" : "; ") + "in force " +
+              std::to_string(late / 1000000) +
+              " ms after its time: the rest of the timeline and the run's end moved as much later";
   };
   long long next_progress = t0_ns_;
   const long long progress_every = o_.tty ? 250000000LL : 1000000000LL;

@@ -69,6 +69,13 @@ enum class FaultOutcome : uint8_t {
   kSkipped,  // this machine or build cannot do it: FaultRec::why says what is missing
 };
 
+// How late a fault may take effect before the run and its judge take its real time instead of
+// its planned one (seconds): a network fault acknowledged this much or more after it was sent
+// moves the rest of the timeline (Run::play), and detection then counts from its acknowledgement;
+// likewise from the kernel's close of a killed process's sockets (checks::detection). Below it,
+// the harness's own scheduling delay would be credited to the survivors.
+inline constexpr double kFaultLateS = 0.020;
+
 struct FaultRec {
   std::string action;  // ActionSpec::describe()
   FaultKind kind = FaultKind::kKill;

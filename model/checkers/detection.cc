@@ -10,10 +10,6 @@ namespace mw::harness::checks {
 
 namespace {
 
-// How late after the signal the kernel must have closed a killed process's sockets for
-// detected_within to count from the close rather than the signal (seconds).
-constexpr double kKernelLate = 0.020;
-
 // The last delivered fault touching `world` sent no later than `t`, or null.
 const FaultRec* causeOf(const RunRecord& r, const std::string& world, double t) {
   const FaultRec* cause = nullptr;
@@ -44,17 +40,17 @@ Verdict judge(const Scenario& s, const RunRecord& r, const std::string& name, co
               const EventRec& first, Ms limit, Verdict v) {
   const std::set<std::string> gone = goneBy(r, name, first.t);
   // A process the fault ended can be seen dead only once the kernel has closed its sockets.
-  // When the harness saw that happen kKernelLate or more after the signal (a starved machine),
+  // When the harness saw that happen kFaultLateS or more after the signal (a starved machine),
   // detection counts from then. Not below: the harness's own view of the close lags it by its
   // scheduling delay, which would credit the survivors with time they did not save.
   // Not for scancel_step: its `gone` is when the step's agent was seen to go, and the path from
   // scancel through slurmctld and slurmd is the fault itself (detection counts from scancel).
   const bool kernel_late = cause.ends_role && cause.kind != FaultKind::kScancelStep &&
-                           cause.gone - cause.sent >= kKernelLate;
+                           cause.gone - cause.sent >= kFaultLateS;
   // Likewise a network fault is in force once its last rule is in (acked): when the harness
-  // took kKernelLate or more to put its rules in place (a starved machine; 236 ms was seen for
+  // took kFaultLateS or more to put its rules in place (a starved machine; 236 ms was seen for
   // a loud partition whose rules usually take 34 ms), detection counts from then.
-  const bool install_late = cause.role.empty() && cause.acked - cause.sent >= kKernelLate;
+  const bool install_late = cause.role.empty() && cause.acked - cause.sent >= kFaultLateS;
   const double from = kernel_late ? cause.gone : install_late ? cause.acked : cause.sent;
   double worst = 0;
   std::string worst_role, missing;
