@@ -6,7 +6,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -161,6 +163,17 @@ int killRoles(const std::vector<chaos::Process*>& procs, std::chrono::millisecon
     if (!reaped[i]) procs[i]->abandon();  // never waited for again (the kernel has it)
   }
   return killed;
+}
+
+TestHooks TestHooks::fromEnv() {
+  TestHooks h;
+  const char* stall = std::getenv("MW_AGENT_TEST_STALL_REAP");
+  h.stall_reap = stall != nullptr && std::string(stall) == "1";
+  if (const char* d = std::getenv("MW_AGENT_TEST_NET_DELAY_MS"); d != nullptr) {
+    h.net_delay_ms = std::clamp(std::atoi(d), 0, 10'000);
+  }
+  if (const char* p = std::getenv("MW_AGENT_TEST_NET_FAIL_PEER"); p != nullptr) h.net_fail_peer = p;
+  return h;
 }
 
 }  // namespace mw::agent

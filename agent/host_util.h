@@ -59,4 +59,19 @@ int cleanupSignalFd();
 int killRoles(const std::vector<chaos::Process*>& procs, std::chrono::milliseconds limit,
               bool stall, int* left);
 
+// The agent's test hooks, read from its environment (tests only; every one off when unset):
+// - MW_AGENT_TEST_STALL_REAP=1: the cleanup acts as if no role ever exited after its SIGKILL, as
+//   a process stuck in the kernel does (tests/hosts: a reaping that never ends).
+// - MW_AGENT_TEST_NET_DELAY_MS=N (0 to 10000): each network request takes N ms more, as one held
+//   up by its host would (tests/harness: a fault's note names the hosts slow to do it).
+// - MW_AGENT_TEST_NET_FAIL_PEER=ADDR: a cut that names ADDR among its peers fails, as one whose
+//   iptables program failed would (tests/harness: a partition done on some hosts and not on
+//   others is an error naming where it is in force).
+struct TestHooks {
+  bool stall_reap = false;
+  int net_delay_ms = 0;
+  std::string net_fail_peer;
+  static TestHooks fromEnv();
+};
+
 }  // namespace mw::agent

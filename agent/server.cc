@@ -119,13 +119,7 @@ class Server {
   int lease_ms_ = 2000;
   // What the sweep of dead agents' leftovers at start removed, for hello's facts.
   std::string swept_;
-  // MW_AGENT_TEST_STALL_REAP=1 (tests only): the cleanup acts as if no role ever exited after
-  // its SIGKILL, as a process stuck in the kernel does (tests/hosts: a reaping that never ends).
-  bool stall_reap_ = false;
-  bool stallReaping() const { return stall_reap_; }
-  // MW_AGENT_TEST_NET_DELAY_MS=N (tests only): each network request takes N ms more, as one held
-  // up by its host would (tests/harness: a fault's note names the hosts slow to do it).
-  int net_delay_ms_ = 0;
+  TestHooks hooks_;  // tests only (TestHooks::fromEnv)
   std::vector<std::pair<int, int>> exempt_;
   std::map<std::string, RoleState> roles_;
   std::unique_ptr<chaos::HostRules> rules_;
@@ -312,7 +306,14 @@ Status Server::release(const std::string& role, Reply& r) {
 }
 
 Status Server::net(const Net& m) {
-  if (net_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(net_delay_ms_));
+  const int delay_ms = hooks_.net_delay_ms;
+  if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  const std::string& fail_peer = hooks_.net_fail_peer;
+  if (m.op == "cut" && !fail_peer.empty() &&
+      std::find(m.peers.begin(), m.peers.end(), fail_peer) != m.peers.end()) {
+    return Status(Code::kIoError,
+                  "cutting " + fail_peer + " failed (MW_AGENT_TEST_NET_FAIL_PEER, a test hook)");
+  }
   if (!rules_)
     rules_ = std::make_unique<chaos::HostRules>(exempt_, options_.default_dev, controlPeer());
   if (m.op == "cut") return rules_->cut(m.peers, m.loud);
@@ -448,7 +449,7 @@ int Server::cleanup() {
     if (st.proc) procs.push_back(st.proc.get());
   }
   int left = 0;
-  const int killed = killRoles(procs, kReapLimit, stallReaping(), &left);
+  const int killed = killRoles(procs, kReapLimit, hooks_.stall_reap, &left);
   for (auto& [name, st] : roles_) {
     st.fifo = chaos::FifoControl();
     for (const auto& d : st.dirs) removeDir(d);
@@ -473,11 +474,7 @@ int Server::run() {
   // Whoever started the agent (the controller, sshd's session, srun) dying is a lost lease: the
   // agent is told by SIGTERM (handled below), never killed before it cleans up.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  const char* stall = std::getenv("MW_AGENT_TEST_STALL_REAP");
-  stall_reap_ = stall != nullptr && std::string(stall) == "1";
-  if (const char* d = std::getenv("MW_AGENT_TEST_NET_DELAY_MS"); d != nullptr) {
-    net_delay_ms_ = std::clamp(std::atoi(d), 0, 10'000);
-  }
+  hooks_ = TestHooks::fromEnv();
   // What agents that died on this host (SIGKILL, the OOM killer, a crash) left: their chains,
   // jumps and qdiscs go now, before this one makes any (never a live agent's).
   swept_ = sweepLeftovers();

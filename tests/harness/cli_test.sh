@@ -410,6 +410,27 @@ PY
   [ "$slow" = "$(printf 'partition ok\nheal ok\nmoved')" ] || fail "slow agents: the notes say: $slow"
 fi
 
+# A partition that one host did and the other could not is an error, never "skipped", naming the
+# failure and the host where it is in force nonetheless. h0's cut fails here: its agent refuses a
+# cut naming h1's address (MW_AGENT_TEST_NET_FAIL_PEER, a test hook of the agent; the simulated
+# hosts are numbered from 10.201.0.2 in name order).
+if [ "$(id -u)" = 0 ]; then
+  expect_rc 1 "partition done in part" env MW_AGENT_TEST_NET_FAIL_PEER=10.201.0.3 \
+    "$mwchaos" run -q --format json -o "$work/partial" "$fx/slow_agents_partition.lua"
+  partial=$(python3 - "$work/partial/slow_agents_partition/report.json" <<'PY' 2>&1
+import json, sys
+report = json.load(open(sys.argv[1]))
+f = report["run"]["faults"][0]
+want = "error: cutting 10.201.0.3 failed (MW_AGENT_TEST_NET_FAIL_PEER, a test hook) (done on h1 nonetheless)"
+verdicts = dict((e["name"], e["status"]) for e in report["expectations"])
+print("ok" if f["kind"] == "partition" and f["outcome"] == want and report["verdict"] == "fail"
+      and verdicts.get("fault delivered: silent partition {h0} | {h1}") == "error"
+      else "bad: %s: %s; %s, %s" % (f["kind"], f["outcome"], report["verdict"], verdicts))
+PY
+  )
+  [ "$partial" = ok ] || fail "partition done in part: $partial"
+fi
+
 # A signal ends a role only when it ends the process: SIGUSR1 does (the leader alone must see w1
 # break), SIGPIPE (ignored by the runtime) and SIGURG (ignored by default) do not. The report
 # records it per fault.
