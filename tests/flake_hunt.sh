@@ -2,7 +2,7 @@
 # flake_hunt.sh: measures the failure rate of the gate's tests by running them many times beside
 # a load, each test once per run, never retried. docs/testing.md records what it measured.
 #
-#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing|torch2] [--sanitizers]
+#   tests/flake_hunt.sh [--runs N] [--load cpu|io|none] [--set gate|timing|torch2|nopyb] [--sanitizers]
 #                       [--build DIR] [--venv DIR] [--out DIR] [--results FILE]
 #   tests/flake_hunt.sh --set named [--tests REGEX] [--pytest "IDS"] [--runs N] [--load ...] [...]
 #   tests/flake_hunt.sh --table [--results FILE]
@@ -12,7 +12,8 @@
 #   the whole ctest suite but quarantine (scenarios, examples, harness, hosts, runtime, model,
 #   reports, docs, bench, ...), then the Python package's whole pytest suite
 #   (--venv) under each torch the gate runs it with (--venv, and build/torch2-env when it holds
-#   the package), and tests/wheel_check.sh in build/torch2-env (root). With --sanitizers, also the gate's ASan+UBSan build's ctest run (build/fuzz) and
+#   the package), the torch groups' tests once more under build/torch2-env as if it lacked Python
+#   backends (--set nopyb), and tests/wheel_check.sh in build/torch2-env (root). With --sanitizers, also the gate's ASan+UBSan build's ctest run (build/fuzz) and
 #   its TSan build's (build/tsan), as the gate runs them, where those builds exist.
 # --set timing: the timing-sensitive part only (what earlier hunts ran):
 #   - ctest labels scenario, example and harness;
@@ -26,6 +27,9 @@
 #   (a program's metrics and report_check), the FSDP2 and DDP examples and their scenarios,
 #   bench_torch.py's fsdp part; test_exit.py and test_telemetry.py under --venv; and
 #   tests/wheel_check.sh in build/torch2-env (root).
+# --set nopyb: test_torch_pg.py, test_torch2.py and test_torch_ddp.py under build/torch2-env with
+#   MW_TEST_TORCH_NO_PY_BACKEND=1 (groups that run their operations themselves, as under a torch
+#   2.x whose c10d lets no Python class be a Backend), recorded as "pytest[torch2-nopyb] ...".
 # --set named --tests REGEX: the ctest tests of the plain build whose names match REGEX (ctest -R),
 #   two at a time: a new test's rate, measured before it joins the gate. --pytest "IDS" (pytest
 #   node ids, relative to python/, space-separated) adds those Python tests, under
@@ -73,7 +77,7 @@ build=$(realpath -m -- "$build") venv=$(realpath -m -- "$venv") out=$(realpath -
 results=$(realpath -m -- "$results")
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "flake_hunt.sh: --runs wants a positive number, got '$runs'" >&2; exit 2; }
 case $load in cpu|io|none) ;; *) echo "flake_hunt.sh: --load is cpu, io or none, got '$load'" >&2; exit 2 ;; esac
-case $set in gate|timing|torch2|named) ;; *) echo "flake_hunt.sh: --set is gate, timing, torch2 or named, got '$set'" >&2; exit 2 ;; esac
+case $set in gate|timing|torch2|nopyb|named) ;; *) echo "flake_hunt.sh: --set is gate, timing, torch2, nopyb or named, got '$set'" >&2; exit 2 ;; esac
 [ "$set" != named ] || [ -n "$tests$pytests" ] ||
   { echo "flake_hunt.sh: --set named needs --tests REGEX or --pytest IDS" >&2; exit 2; }
 [ "$set" = named ] || [ -z "$tests$pytests" ] ||
@@ -180,9 +184,11 @@ pytest_run() {
      -o junit_logging=system-out --junitxml "$out/junit/run$i-$tag.xml" "$@" \
      >"$out/run$i-$tag.log" 2>&1) || rc=1
   # A Python test is two tests of the gate, one per torch: "pytest" under --venv (torch 1.13),
-  # "pytest[torch2]" under build/torch2-env.
+  # "pytest[torch2]" under build/torch2-env; the torch groups' tests are a third,
+  # "pytest[torch2-nopyb]", under torch 2.x as if it lacked Python backends (tag python-nopyb).
   local prefix=pytest
   [ "$env" != "$torch2" ] || prefix="pytest[torch2]"
+  [ "$tag" != python-nopyb ] || prefix="pytest[torch2-nopyb]"
   record "$i" "$out/junit/run$i-$tag.xml" "$prefix"
   tail -n 1 "$out/run$i-$tag.log" 2>/dev/null | sed "s/^/   $tag: /"
   [ "$rc" = 0 ] || failed=1
@@ -241,6 +247,9 @@ if [ "$commit" != unknown ] && [ -n "$(git -C "$here" status --porcelain -- . "$
   commit+="+"
 fi
 torch2="$here/build/torch2-env"
+# The torch groups' tests, which the gate runs a second time as under a torch 2.x without Python
+# backends (MW_TEST_TORCH_NO_PY_BACKEND=1; .ci/quickstart's python_torch2).
+nopyb_tests="tests/test_torch_pg.py tests/test_torch2.py tests/test_torch_ddp.py"
 for ((i = first; i < first + runs; i++)); do
   start_hogs
   echo "== run $i ($load, $set) $(date +%T)"
@@ -250,6 +259,7 @@ for ((i = first; i < first + runs; i++)); do
     ctest_run "$i" plain "$build" -j 2 -LE '^quarantine$'
     pytest_run "$i" python "$venv" tests
     [ "$torch2" = "$venv" ] || pytest_run "$i" python-torch2 "$torch2" tests
+    MW_TEST_TORCH_NO_PY_BACKEND=1 pytest_run "$i" python-nopyb "$torch2" $nopyb_tests
     wheel_check_run "$i"
     if ((sanitizers)); then
       (export MW_TEST_TIME_SCALE=3 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$here/.ci/lsan.supp \
@@ -270,6 +280,8 @@ for ((i = first; i < first + runs; i++)); do
       tests/test_bench.py::test_bench_torch_runs_its_fsdp_part
     pytest_run "$i" python "$venv" tests/test_exit.py tests/test_telemetry.py
     wheel_check_run "$i"
+  elif [ "$set" = nopyb ]; then
+    MW_TEST_TORCH_NO_PY_BACKEND=1 pytest_run "$i" python-nopyb "$torch2" $nopyb_tests
   elif [ "$set" = named ]; then
     [ -z "$tests" ] || ctest_run "$i" named "$build" -j 2 -R "$tests"
     if [ -n "$pytests" ]; then

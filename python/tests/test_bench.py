@@ -11,7 +11,7 @@ import torch
 import multiworld_native as mw
 from multiworld_native import _core
 
-from conftest import unique_name
+from conftest import needs_fsdp2, unique_name
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "python" / "bench_python.py"
 
@@ -98,10 +98,7 @@ def test_bench_torch_refuses_bad_flags(argv, message):
 
 def test_bench_torch_runs_its_fsdp_part(tmp_path):
     """bench_torch.py --parts fsdp end to end at tiny sizes (torch 2.x: FSDP2)."""
-    try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-    except Exception:  # noqa: BLE001 - 1.13 has none; on Python 3.11 its fsdp does not import
-        pytest.skip(f"torch {torch.__version__} has no FSDP2 (fully_shard): torch 2.x runs it")
+    needs_fsdp2()
     report = tmp_path / "fsdp.json"
     out = subprocess.run(
         [sys.executable, str(TORCH_BENCH), "--parts", "fsdp", "--steps", "2", "--reps", "2",

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from conftest import needs_fsdp2
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "docs" / "python.md"]
 
@@ -180,16 +182,6 @@ def test_pipeline_serving_scenario(tmp_path):
     for world, roles in report["run"]["series"].items():
         for role, s in roles.items():
             assert s["t_s"] == sorted(s["t_s"]), (world, role, s["t_s"][:5])
-
-
-def needs_fsdp2():
-    """FSDP2 (torch.distributed.fsdp.fully_shard) is torch 2.x's; the gate runs these tests
-    under its torch 2.x (build/torch2-env)."""
-    try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-    except Exception:  # noqa: BLE001 - 1.13 has none; on Python 3.11 its fsdp does not import
-        import torch
-        pytest.skip(f"torch {torch.__version__} has no FSDP2 (fully_shard): torch 2.x runs it")
 
 
 def test_fsdp_two_worlds_example():

@@ -13,6 +13,8 @@ Private: ``_world`` (``pg_map``, ``pg_names``, ``pg_group_ranks``, ``pg_backend_
 ``_unregister_process_group``; ``DistributedDataParallel._active_ddp_module``.
 tests/test_torch2.py checks each against what torch reads."""
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -29,6 +31,24 @@ UNSUPPORTED_FEATURES = tuple(
     if hasattr(_C.Backend, f))
 
 
+def python_backend():
+    """Whether this torch lets a Python class be a c10d ``Backend`` (its binding has a
+    constructor: 2.15's has, 2.11's has not). Without one a world's group runs its operations
+    itself, as a 1.x group does (``multiworld_native.torch``). ``MW_TEST_TORCH_NO_PY_BACKEND=1``
+    (a test hook: the gate runs the group's tests so under torch 2.15) answers False."""
+    if os.environ.get("MW_TEST_TORCH_NO_PY_BACKEND") == "1":
+        return False
+
+    class _Probe(_C.Backend):
+        pass
+
+    try:
+        _Probe(0, 1)
+    except TypeError:  # pybind11: "_Probe: No constructor defined!"
+        return False
+    return True
+
+
 def rank_map():
     """torch's {group: {global rank: group rank}}."""
     return dist.distributed_c10d._world.pg_group_ranks
@@ -38,24 +58,36 @@ def _tag(name):
     return f"ptd:{name}"
 
 
-_NEEDED = ("_is_process_group_registered", "_register_process_group",
-           "_unregister_process_group")
+_NEEDED = ("_register_process_group", "_unregister_process_group", "_resolve_process_group")
+
+
+def _registered(name):
+    """Whether torch's registry of group names holds `name` (2.11 has no
+    ``_is_process_group_registered``: its ``_resolve_process_group`` raises for a name it lacks)."""
+    if hasattr(_C, "_is_process_group_registered"):
+        return _C._is_process_group_registered(name)
+    try:
+        _C._resolve_process_group(name)
+    except RuntimeError:
+        return False
+    return True
 
 
 def add_group(pg, backend, name, global_ranks):
-    """Makes `pg` a group like torch's own: `backend` serves its cpu and cuda tensors, its name is
-    `name` (unique in the process: RuntimeError otherwise), world rank i is global rank
-    ``global_ranks[i]``. RuntimeError naming the torch when it lacks what this needs."""
+    """Makes `pg` a group like torch's own: `backend` serves its cpu and cuda tensors (None: `pg`
+    runs its operations itself), its name is `name` (unique in the process: RuntimeError
+    otherwise), world rank i is global rank ``global_ranks[i]``. RuntimeError naming the torch when it lacks what this needs."""
     missing = [f for f in _NEEDED if not hasattr(_C, f)]
     if missing or not hasattr(dist.distributed_c10d, "_world"):
         raise RuntimeError(f"torch {torch.__version__}: its torch.distributed lacks "
                            f"{', '.join(missing) or '_world'}, which the torch 2.x adapter of "
                            "multiworld_native uses (tested with 2.15: docs/python.md)")
-    if _C._is_process_group_registered(name):
+    if _registered(name):
         raise RuntimeError(f"a process group named '{name}' exists already in this process")
-    for d in _DEVICES:
-        pg._register_backend(torch.device(d), _C.ProcessGroup.BackendType.CUSTOM, backend)
-    pg._set_default_backend(_C.ProcessGroup.BackendType.CUSTOM)
+    if backend is not None:  # else the group runs its operations itself
+        for d in _DEVICES:
+            pg._register_backend(torch.device(d), _C.ProcessGroup.BackendType.CUSTOM, backend)
+        pg._set_default_backend(_C.ProcessGroup.BackendType.CUSTOM)
     # After _register_backend: the name is kept by the backends.
     pg._set_group_name(name)
     pg._set_group_desc(name)
@@ -83,13 +115,13 @@ def forget(pg):
             groups.remove(pg)
             if not groups and t:
                 del w.tags_to_pg[t]
-    if name is not None and _C._is_process_group_registered(name):
+    if name is not None and _registered(name):
         _C._unregister_process_group(name)
 
 
 def register_backend(name, creator):
     """Registers backend `name` for cpu and cuda: ``creator(store, rank, size, timeout)`` returns
-    the Backend."""
+    the Backend, or the ProcessGroup that runs the operations itself."""
     dist.Backend.register_backend(name, creator, devices=list(_DEVICES))
 
 

@@ -64,7 +64,7 @@ else:
     from . import _torch1 as _adapter
 
 #: The torch versions this module is tested with (docs/python.md).
-TESTED_TORCH = ("1.13", "2.15")
+TESTED_TORCH = ("1.13", "2.11", "2.15")
 
 _OPS = {}
 
@@ -674,16 +674,42 @@ def _group_name(world):
     return f"multiworld:{world}" + (f"#{n}" if n > 1 else "")
 
 
-if _adapter.GENERATION == 1:
+# Whether a world's group holds a Python ``Backend`` that runs its operations (torch 2.x whose
+# c10d lets a Python class be a Backend: 2.15 does) or runs them itself (torch 1.x, and the 2.x
+# whose Backend has no Python constructor: 2.11). Either way torch sees a ProcessGroup; under 2.x
+# it is entered in torch's maps and its registry of group names by the adapter.
+_GROUP_HOLDS_BACKEND = _adapter.GENERATION == 2 and _adapter.python_backend()
+
+# register()'s backends under _GROUP_HOLDS_BACKEND, held until torch shuts them down: torch holds
+# only their C++ part, and its calls find the Python methods only while the Python object lives.
+_kept = set()
+
+if not _GROUP_HOLDS_BACKEND:
 
     class WorldProcessGroup(_WorldOps, dist.ProcessGroup):
         """A ``torch.distributed.ProcessGroup`` backed by one world of a ``WorldManager``
-        (torch 1.x: the group runs the operations itself)."""
+        (the group runs the operations itself: torch 1.x, and 2.x without Python backends)."""
 
         def __init__(self, manager, world):
             info = _world_info(manager, world)
             dist.ProcessGroup.__init__(self, info.rank, info.size)
             self._attach(manager, world, info)
+            if _adapter.GENERATION == 2:
+                self._name = _group_name(world)
+
+        def getBackendName(self):  # noqa: N802 - torch's name
+            return "multiworld"
+
+        if _adapter.GENERATION == 2:
+            # torch keeps a group's name in its backends, and this group has none.
+            @property
+            def group_name(self):
+                """The group's name in torch's registry (``multiworld:WORLD``)."""
+                return self._name
+
+            @property
+            def group_desc(self):
+                return self._name
 
         @property
         def _ops(self):
@@ -735,10 +761,6 @@ else:
     for _f in _adapter.UNSUPPORTED_FEATURES:
         setattr(_WorldBackend, _f, False)
     del _f
-
-    # register()'s backends, held until torch shuts them down: torch holds only their C++ part,
-    # and its calls find the Python methods only while the Python object lives.
-    _kept = set()
 
     class WorldProcessGroup(dist.ProcessGroup):
         """A ``torch.distributed.ProcessGroup`` backed by one world of a ``WorldManager``
@@ -798,13 +820,19 @@ def device_mesh(pg, device_type="cpu"):
     or without a default group (``DeviceMesh.from_group`` asks the default group for this
     process's rank). The mesh's ranks are the group's global ranks (``global_ranks=``).
     `device_type`: "cpu" (gloo worlds) or "cuda" (nccl worlds). torch 2.x only: MultiworldError
-    (code ``unsupported``) under 1.x; ValueError when `pg` is not a world's group."""
+    (code ``unsupported``) under 1.x and under a 2.x whose c10d lets no Python class be a Backend
+    (2.11); ValueError when `pg` is not a world's group."""
     if not isinstance(pg, WorldProcessGroup):
         raise ValueError(f"multiworld device_mesh: {pg!r} is not a world's group "
                          "(make one with process_group)")
     if _adapter.GENERATION < 2:
         raise MultiworldError(f"multiworld device_mesh: torch {torch.__version__} has no "
                               "DeviceMesh (torch 2.x has)", "unsupported")
+    if not _GROUP_HOLDS_BACKEND:
+        raise MultiworldError(f"multiworld device_mesh: torch {torch.__version__} lets no Python "
+                              "class be a c10d Backend, and a mesh's users (DTensor, FSDP2, the "
+                              "functional collectives) reach a group only through one; torch "
+                              "2.15 does (docs/python.md, \"torch versions\")", "unsupported")
     return _adapter.device_mesh(pg, device_type)
 
 
@@ -862,8 +890,7 @@ def _at_exit():
     managers are let go of torch's structures (nanobind then reports nothing leaked)."""
     _exiting.set()
     ops = [pg._ops for pg in list(_groups)]
-    if _adapter.GENERATION == 2:
-        ops += list(_kept)
+    ops += list(_kept)
     with _backend_lock:
         default, _backend["manager"] = _backend["manager"], None
     managers = {id(o._manager): o._manager for o in ops if o._manager is not None}
@@ -884,9 +911,8 @@ def _at_exit():
         w._native = w._after = None
     for pg in list(_groups):
         _adapter.forget(pg)
-    if _adapter.GENERATION == 2:
-        for backend in list(_kept):
-            backend.shutdown()
+    for backend in list(_kept):
+        backend.shutdown()
     for o in ops:
         o._release()
 
