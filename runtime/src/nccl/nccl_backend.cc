@@ -305,6 +305,7 @@ void NcclBackend::finishLaunch(InFlight f) {
   {
     MutexLock lock(mu_);
     inflight_.push_back(std::move(f));
+    launches_.fetch_add(1, std::memory_order_release);
     launching_ = false;
     queued = !queue_.empty();
     idle = completer_idle_;
@@ -325,6 +326,7 @@ void NcclBackend::launchFailed(InFlight f, const Failure& failure) {
   {
     MutexLock lock(mu_);
     inflight_.push_back(std::move(f));
+    launches_.fetch_add(1, std::memory_order_release);
     launching_ = false;
   }
   cv_.notify_one();

@@ -59,16 +59,29 @@ constexpr auto kHybridSpin = 20us;
 // polled instead.
 constexpr auto kPredictMargin = 10us;
 constexpr auto kMinSleep = 20us;
+// A length in nanoseconds from environment variable `name`: `fallback` when it is unset or empty,
+// else its number clamped to [0, most]. For the measurement knobs below, each read once.
+inline std::chrono::nanoseconds envNanoseconds(const char* name, long fallback, long most) {
+  const char* v = std::getenv(name);
+  const long ns = v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : fallback;
+  return std::chrono::nanoseconds(std::clamp(ns, 0L, most));
+}
 // Pollers (the completer, a synchronize()) query an event at most this often: back to back,
 // queries may contend with the launching thread for CUDA's locks. MW_NCCL_POLL_GAP_NS (read once,
 // 0 to 100000) replaces it, for measurements.
 inline std::chrono::nanoseconds pollGapLength() {
-  static const std::chrono::nanoseconds gap = [] {
-    const char* v = std::getenv("MW_NCCL_POLL_GAP_NS");
-    long ns = v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : 1000;
-    return std::chrono::nanoseconds(std::clamp(ns, 0L, 100000L));
-  }();
+  static const std::chrono::nanoseconds gap = envNanoseconds("MW_NCCL_POLL_GAP_NS", 1000, 100000);
   return gap;
+}
+// A completer that completed everything in flight watches for the next launch this long (a
+// counter read, no lock, no system call) before it sleeps: back to back, the next operation comes
+// within microseconds, and waking a sleeping completer costs the launching thread a system call
+// (in a virtual machine, an interrupt to another processor too: microseconds).
+// MW_NCCL_IDLE_SPIN_NS (read once, 0 to 1000000) replaces it, for measurements.
+inline std::chrono::nanoseconds idleSpinLength() {
+  static const std::chrono::nanoseconds spin =
+      envNanoseconds("MW_NCCL_IDLE_SPIN_NS", 50000, 1000000);
+  return spin;
 }
 // While the completer polls, it checks the communicator's error and the deadline this often.
 constexpr auto kSpinCheck = 10us;
@@ -290,6 +303,8 @@ class NcclBackend final : public Backend,
   bool supervising_ MW_GUARDED_BY(mu_) = false;
   // The completer waits for an operation to be launched (finishLaunch wakes it only then).
   bool completer_idle_ MW_GUARDED_BY(mu_) = false;
+  // Operations put in flight (counted under mu_): what the idle completer watches before it sleeps.
+  std::atomic<uint64_t> launches_{0};
   std::optional<Settling> settling_ MW_GUARDED_BY(mu_);
   std::optional<Injection> async_injection_ MW_GUARDED_BY(mu_);  // failinfo 1: at the next check
   std::optional<Status> abort_reason_ MW_GUARDED_BY(mu_);

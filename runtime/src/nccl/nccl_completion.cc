@@ -252,7 +252,13 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
   // Timed sleeps (predict mode) end within a microsecond of their time, not the default 50 us.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   api_.cudaSetDevice(cfg_.device);
+  bool drained = false;  // the last batch left nothing in flight
+  uint64_t seen = 0;     // launches_ then
   for (;;) {
+    if (drained) {  // the next launch, watched a while before sleeping (idleSpinLength)
+      const auto until = Clock::now() + idleSpinLength();
+      while (launches_.load(std::memory_order_acquire) == seen && Clock::now() < until) cpuRelax();
+    }
     InFlight front;
     {
       MutexLock lock(mu_);
@@ -292,6 +298,8 @@ void NcclBackend::complete(const std::shared_ptr<CompleterState>& st) {
         batch_.push_back(std::move(f));
         inflight_.pop_front();
       }
+      drained = inflight_.empty();
+      seen = launches_.load(std::memory_order_relaxed);
     }
     last_done_ = Clock::now();
     room_cv_.notify_all();
