@@ -76,7 +76,8 @@ def _registered(name):
 def add_group(pg, backend, name, global_ranks):
     """Makes `pg` a group like torch's own: `backend` serves its cpu and cuda tensors (None: `pg`
     runs its operations itself), its name is `name` (unique in the process: RuntimeError
-    otherwise), world rank i is global rank ``global_ranks[i]``. RuntimeError naming the torch when it lacks what this needs."""
+    otherwise), world rank i is global rank ``global_ranks[i]``. RuntimeError naming the torch
+    when it lacks what this needs."""
     missing = [f for f in _NEEDED if not hasattr(_C, f)]
     if missing or not hasattr(dist.distributed_c10d, "_world"):
         raise RuntimeError(f"torch {torch.__version__}: its torch.distributed lacks "
